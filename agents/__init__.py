@@ -1,0 +1,1 @@
+"""Agents: one file, one agent. `ASSIST_AGENT=<file name>` serves it; nothing else lists it."""

@@ -1,0 +1,82 @@
+"""Serve AI agents to Sentient Chat. The front door: everything an agent author imports.
+
+    from app import AbstractAgent, DefaultServer, Session, Query, ResponseHandler
+
+The names and signatures are those of sentient-agent-framework 0.3.0, so an
+agent written for it runs here after changing its import line only.
+"""
+
+from app.protocol import (
+    DocumentEvent,
+    DoneEvent,
+    ErrorContent,
+    ErrorEvent,
+    Interaction,
+    Query,
+    Request,
+    ResponseEvent,
+    SessionObject,
+    TextBlockEvent,
+    TextChunkEvent,
+)
+from app.registry import available_agents, load_agent
+from app.runtime import (
+    AbstractAgent,
+    AgentError,
+    AgentNotFoundError,
+    Hook,
+    Identity,
+    ProcessorError,
+    QueueHook,
+    ResponseHandler,
+    ResponseStreamClosedError,
+    Session,
+    SettingsError,
+    StreamEventEmitter,
+    TextStreamClosedError,
+)
+from app.server import DefaultServer, Settings, create_app
+from app.version import __version__
+
+# The 0.3.0 package's names for the same things.
+DefaultHook = QueueHook
+DefaultResponseHandler = ResponseHandler
+DefaultSession = Session
+DefaultTextStream = StreamEventEmitter
+
+__all__ = [
+    "AbstractAgent",
+    "AgentError",
+    "AgentNotFoundError",
+    "DefaultHook",
+    "DefaultResponseHandler",
+    "DefaultServer",
+    "DefaultSession",
+    "DefaultTextStream",
+    "DocumentEvent",
+    "DoneEvent",
+    "ErrorContent",
+    "ErrorEvent",
+    "Hook",
+    "Identity",
+    "Interaction",
+    "ProcessorError",
+    "Query",
+    "QueueHook",
+    "Request",
+    "ResponseEvent",
+    "ResponseHandler",
+    "ResponseStreamClosedError",
+    "Session",
+    "SessionObject",
+    "Settings",
+    "SettingsError",
+    "StreamEventEmitter",
+    "TextBlockEvent",
+    "TextChunkEvent",
+    "TextStreamClosedError",
+    "__version__",
+    "available_agents",
+    "create_app",
+    "load_agent",
+]

@@ -1,0 +1,197 @@
+"""Response events: the five wire types, and each one's exact SSE frame.
+
+The classes are plain slotted dataclasses so that an agent can emit tens of
+thousands a second; pydantic validates them when they are parsed (history in a
+session, a client reading a stream). `sse_frame()` writes the bytes of the
+event's frame in one pass, field for field as PROTOCOL.md orders them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, Mapping, Optional, Union
+
+from pydantic import AfterValidator, Field, TypeAdapter
+
+from app.protocol.ulid import EventId
+
+SCHEMA_VERSION = "1.0"
+DEFAULT_ERROR_CODE = 500
+ERROR_EVENT_NAME = "error"
+DONE_EVENT_NAME = "done"
+MAX_METADATA_KEYS = 16
+
+TEXTBLOCK = "atomic.textblock"
+JSON = "atomic.json"
+TEXT_STREAM = "chunked.text"
+ERROR = "atomic.error"
+DONE = "atomic.done"
+
+MetadataValue = Union[str, int, float, bool, list[str]]
+
+
+def _check_metadata(value: Optional[dict[str, MetadataValue]]):
+    if value is not None and len(value) > MAX_METADATA_KEYS:
+        raise ValueError(f"metadata holds at most {MAX_METADATA_KEYS} keys, got {len(value)}")
+    return value
+
+
+EventMetadata = Annotated[Optional[dict[str, MetadataValue]], AfterValidator(_check_metadata)]
+
+# Compact JSON, UTF-8 kept as is (what pydantic's model_dump_json writes).
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+# Characters a JSON encoder leaves raw but Python line splitters (httpx's, and so
+# the official Sentient client's) treat as line ends: escaped, so a frame stays
+# one `data:` line for every client.
+_LINE_BREAKS_JSON_KEEPS = re.compile("[\x85\u2028\u2029]")
+# Anything that would end the `event:` line of a frame.
+EVENT_NAME_BREAKS = re.compile("[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def _escape_line_breaks(match: re.Match[str]) -> str:
+    return "\\u%04x" % ord(match.group())
+
+
+def dumps_json(value: Any) -> str:
+    """Compact JSON as the wire carries it; raises TypeError/ValueError if it is not JSON."""
+    return _dumps(value)
+
+
+def _frame(event_name: str, data: str) -> bytes:
+    if _LINE_BREAKS_JSON_KEEPS.search(data) is not None:
+        data = _LINE_BREAKS_JSON_KEEPS.sub(_escape_line_breaks, data)
+    return ("event: " + event_name + "\ndata: " + data + "\n\n").encode()
+
+
+def _head(content_type: str, event_name: str, id: str, source: str, metadata) -> str:
+    return (
+        '{"content_type":"' + content_type
+        + '","event_name":' + _dumps(event_name)
+        + ',"schema_version":"' + SCHEMA_VERSION
+        + '","id":"' + id
+        + '","source":' + _dumps(source)
+        + ',"metadata":' + ("null" if metadata is None else _dumps(metadata))
+    )
+
+
+@dataclass(slots=True, kw_only=True)
+class TextBlockEvent:
+    """A whole piece of text under a name the agent chooses."""
+
+    content_type: Literal["atomic.textblock"] = TEXTBLOCK
+    event_name: str
+    schema_version: str = SCHEMA_VERSION
+    id: EventId = None
+    source: str
+    metadata: EventMetadata = None
+    content: str
+
+    def sse_frame(self) -> bytes:
+        head = _head(TEXTBLOCK, self.event_name, self.id, self.source, self.metadata)
+        return _frame(self.event_name, head + ',"content":' + _dumps(self.content) + "}")
+
+
+@dataclass(slots=True, kw_only=True)
+class DocumentEvent:
+    """A JSON object under a name the agent chooses."""
+
+    content_type: Literal["atomic.json"] = JSON
+    event_name: str
+    schema_version: str = SCHEMA_VERSION
+    id: EventId = None
+    source: str
+    metadata: EventMetadata = None
+    content: dict[str, Any]
+
+    def sse_frame(self) -> bytes:
+        head = _head(JSON, self.event_name, self.id, self.source, self.metadata)
+        return _frame(self.event_name, head + ',"content":' + _dumps(self.content) + "}")
+
+
+@dataclass(slots=True, kw_only=True)
+class TextChunkEvent:
+    """One chunk of a text stream; the last chunk of a stream has is_complete true."""
+
+    content_type: Literal["chunked.text"] = TEXT_STREAM
+    event_name: str
+    schema_version: str = SCHEMA_VERSION
+    id: EventId = None
+    source: str
+    metadata: EventMetadata = None
+    stream_id: str
+    is_complete: bool
+    content: str
+
+    def sse_frame(self) -> bytes:
+        head = _head(TEXT_STREAM, self.event_name, self.id, self.source, self.metadata)
+        return _frame(
+            self.event_name,
+            head
+            + ',"stream_id":' + _dumps(self.stream_id)
+            + ',"is_complete":' + ("true" if self.is_complete else "false")
+            + ',"content":' + _dumps(self.content) + "}",
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class ErrorContent:
+    error_message: str
+    error_code: int = DEFAULT_ERROR_CODE
+    details: Optional[dict[str, Any]] = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ErrorEvent:
+    """An error the client should show; more events may follow, `done` still ends the response."""
+
+    content_type: Literal["atomic.error"] = ERROR
+    event_name: Literal["error"] = ERROR_EVENT_NAME
+    schema_version: str = SCHEMA_VERSION
+    id: EventId = None
+    source: str
+    metadata: EventMetadata = None
+    content: ErrorContent
+
+    def sse_frame(self) -> bytes:
+        head = _head(ERROR, ERROR_EVENT_NAME, self.id, self.source, self.metadata)
+        content = self.content
+        return _frame(
+            ERROR_EVENT_NAME,
+            head
+            + ',"content":{"error_message":' + _dumps(content.error_message)
+            + ',"error_code":' + _dumps(content.error_code)
+            + ',"details":' + ("null" if content.details is None else _dumps(content.details))
+            + "}}",
+        )
+
+
+@dataclass(slots=True, kw_only=True)
+class DoneEvent:
+    """The last event of every response."""
+
+    content_type: Literal["atomic.done"] = DONE
+    event_name: Literal["done"] = DONE_EVENT_NAME
+    schema_version: str = SCHEMA_VERSION
+    id: EventId = None
+    source: str
+    metadata: EventMetadata = None
+
+    def sse_frame(self) -> bytes:
+        return _frame(DONE_EVENT_NAME, _head(DONE, DONE_EVENT_NAME, self.id, self.source, self.metadata) + "}")
+
+
+ResponseEvent = Annotated[
+    Union[DocumentEvent, TextBlockEvent, TextChunkEvent, ErrorEvent, DoneEvent],
+    Field(discriminator="content_type"),
+]
+ResponseEventAdapter: TypeAdapter[ResponseEvent] = TypeAdapter(ResponseEvent)
+
+
+def parse_event(data: str | bytes | Mapping[str, Any]) -> ResponseEvent:
+    """Validate one event from its JSON (a frame's `data:` line) or a dict."""
+    if isinstance(data, (str, bytes)):
+        return ResponseEventAdapter.validate_json(data)
+    return ResponseEventAdapter.validate_python(data)

@@ -1,0 +1,37 @@
+"""What an agent touches: AbstractAgent, ResponseHandler, text streams, hooks, ids, errors."""
+
+from app.runtime.agent import AbstractAgent, Identity
+from app.runtime.channel import Channel
+from app.runtime.errors import (
+    AgentError,
+    AgentNotFoundError,
+    ProcessorError,
+    ResponseStreamClosedError,
+    SettingsError,
+    TextStreamClosedError,
+)
+from app.runtime.hook import Hook, QueueHook
+from app.runtime.ids import MonotonicUlid
+from app.runtime.response_handler import ResponseHandler, check_event_name
+from app.runtime.session import Interactions, Session
+from app.runtime.text_stream import StreamEventEmitter
+
+__all__ = [
+    "AbstractAgent",
+    "AgentError",
+    "AgentNotFoundError",
+    "Channel",
+    "Hook",
+    "Identity",
+    "Interactions",
+    "MonotonicUlid",
+    "ProcessorError",
+    "QueueHook",
+    "ResponseHandler",
+    "ResponseStreamClosedError",
+    "Session",
+    "SettingsError",
+    "StreamEventEmitter",
+    "TextStreamClosedError",
+    "check_event_name",
+]

@@ -1,0 +1,44 @@
+"""The base class every agent extends."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from app.protocol.request import Query
+    from app.runtime.response_handler import ResponseHandler
+    from app.runtime.session import Session
+
+
+class Identity(BaseModel):
+    """An agent's id (sent as each event's `source`) and its display name."""
+
+    id: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.id}:{self.name}"
+
+
+class AbstractAgent(ABC):
+    """An agent: a name, and `assist()` that answers one query through a ResponseHandler.
+
+    Set the class attributes `name` and `description` and the registry can
+    build the agent with no arguments; `AbstractAgent(name)` works as in 0.3.0.
+    """
+
+    name: str = ""
+    description: str = ""
+
+    def __init__(self, name: str | None = None) -> None:
+        if name is not None:
+            self.name = name
+        elif not self.name:
+            self.name = type(self).__name__
+
+    @abstractmethod
+    async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
+        """Answer `query`, emitting events through `response_handler`."""

@@ -1,0 +1,33 @@
+"""Every exception the framework raises, in one place.
+
+    ProcessorError                  base of them all (as in sentient-agent-framework 0.3.0)
+    ├── AgentError                  an agent misused the API: bad content, bad event name
+    ├── ResponseStreamClosedError   an agent emitted after the response was completed
+    ├── TextStreamClosedError       an agent emitted to a text stream it had completed
+    ├── AgentNotFoundError          ASSIST_AGENT names no agent that can be loaded
+    └── SettingsError               a setting has a value that cannot be used
+"""
+
+
+class ProcessorError(Exception):
+    """Base class of the framework's exceptions."""
+
+
+class AgentError(ProcessorError):
+    """An agent called the API with something the wire cannot carry."""
+
+
+class ResponseStreamClosedError(ProcessorError):
+    """The response was completed (or its client went away); nothing more can be sent."""
+
+
+class TextStreamClosedError(ProcessorError):
+    """The text stream was completed; no chunk can follow its last one."""
+
+
+class AgentNotFoundError(ProcessorError):
+    """The configured agent cannot be found or built."""
+
+
+class SettingsError(ProcessorError):
+    """A setting from the environment or `.env` has a value that cannot be used."""

@@ -1,0 +1,143 @@
+"""ResponseHandler: how an agent answers, one event at a time."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any, Mapping, Optional, Union
+
+from app.protocol.events import (
+    DEFAULT_ERROR_CODE,
+    EVENT_NAME_BREAKS,
+    DocumentEvent,
+    DoneEvent,
+    ErrorContent,
+    ErrorEvent,
+    TextBlockEvent,
+    dumps_json,
+)
+from app.runtime.agent import Identity
+from app.runtime.errors import AgentError, ResponseStreamClosedError
+from app.runtime.hook import Hook
+from app.runtime.text_stream import StreamEventEmitter
+
+
+def check_event_name(event_name: object) -> str:
+    """An event name must be one non-empty line: it is the frame's `event:` line."""
+    if not isinstance(event_name, str) or not event_name:
+        raise AgentError(f"event_name must be a non-empty str, got {event_name!r}")
+    if EVENT_NAME_BREAKS.search(event_name) is not None:
+        raise AgentError(f"event_name must not contain line breaks, got {event_name!r}")
+    return event_name
+
+
+def _check_json_object(what: str, data: object) -> dict[str, Any]:
+    if not isinstance(data, Mapping):
+        raise AgentError(f"{what} must be a JSON object (a dict), got {type(data).__name__}")
+    data = dict(data)
+    try:
+        dumps_json(data)
+    except (TypeError, ValueError) as exc:
+        raise AgentError(f"{what} must be JSON serializable: {exc}") from None
+    return data
+
+
+class ResponseHandler:
+    """Emits an agent's events through a Hook; `complete()` ends the response with `done`."""
+
+    def __init__(self, source: Union[str, Identity], hook: Hook) -> None:
+        self._source = source.id if isinstance(source, Identity) else source
+        self._hook = hook
+        self._streams: list[StreamEventEmitter] = []
+        self._is_complete = False
+
+    @property
+    def is_complete(self) -> bool:
+        return self._is_complete
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    def _check_open(self) -> None:
+        if self._is_complete:
+            raise ResponseStreamClosedError("the response is complete; nothing more can be sent")
+
+    async def respond(self, event_name: str, response: Union[Mapping[str, Any], str]) -> None:
+        """Send one text block or JSON document as the whole response, then complete it."""
+        if isinstance(response, str):
+            await self.emit_text_block(event_name, response)
+        else:
+            await self.emit_json(event_name, response)
+        await self.complete()
+
+    async def emit_json(self, event_name: str, data: Mapping[str, Any]) -> None:
+        """Send a JSON object under `event_name`."""
+        self._check_open()
+        content = _check_json_object("emit_json(data)", data)
+        await self._hook.emit(
+            DocumentEvent(event_name=check_event_name(event_name), source=self._source, content=content)
+        )
+
+    async def emit_text_block(self, event_name: str, content: str) -> None:
+        """Send a whole piece of text under `event_name`."""
+        self._check_open()
+        if not isinstance(content, str):
+            raise AgentError(f"emit_text_block(content) must be a str, got {type(content).__name__}")
+        await self._hook.emit(
+            TextBlockEvent(event_name=check_event_name(event_name), source=self._source, content=content)
+        )
+
+    def create_text_stream(self, event_name: str) -> StreamEventEmitter:
+        """Start a text stream: its chunks share `event_name` and a stream id."""
+        self._check_open()
+        stream = StreamEventEmitter(
+            self, self._hook, self._source, check_event_name(event_name), secrets.token_hex(5)
+        )
+        self._streams.append(stream)
+        return stream
+
+    async def emit_error(
+        self,
+        error_message: str,
+        error_code: int = DEFAULT_ERROR_CODE,
+        details: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        """Send an error event; the response goes on until `complete()`."""
+        self._check_open()
+        if not isinstance(error_message, str):
+            raise AgentError(f"emit_error(error_message) must be a str, got {type(error_message).__name__}")
+        if isinstance(error_code, bool) or not isinstance(error_code, int):
+            raise AgentError(f"emit_error(error_code) must be an int, got {error_code!r}")
+        content = ErrorContent(
+            error_message=error_message,
+            error_code=error_code,
+            details=None if details is None else _check_json_object("emit_error(details)", details),
+        )
+        await self._hook.emit(ErrorEvent(source=self._source, content=content))
+
+    async def complete(self) -> None:
+        """Complete every open text stream, then send `done`. Idempotent."""
+        if self._is_complete:
+            return
+        # Closed before the first await: a second complete(), or an emit from another
+        # task, cannot slip in between the last chunks and `done`.
+        self._is_complete = True
+        for stream in self._streams:
+            if not stream.is_complete:
+                await self._hook.emit(stream.last_chunk())
+        await self._hook.emit(DoneEvent(source=self._source))
+
+    def close_now(self, error: Optional[ErrorContent] = None) -> list[Any]:
+        """Mark the response complete at once; return the events that end it, for the server to send.
+
+        For endings the agent does not choose (shutdown): the last chunk of each
+        open stream, then `error` if given, then `done`.
+        """
+        if self._is_complete:
+            return []
+        self._is_complete = True
+        events: list[Any] = [stream.last_chunk() for stream in self._streams if not stream.is_complete]
+        if error is not None:
+            events.append(ErrorEvent(source=self._source, content=error))
+        events.append(DoneEvent(source=self._source))
+        return events

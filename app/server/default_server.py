@@ -1,0 +1,24 @@
+"""DefaultServer: serve one agent the way the 0.3.0 package's scripts do."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from app.runtime.agent import AbstractAgent
+from app.server.app import create_app
+from app.server.settings import load_settings
+
+
+class DefaultServer:
+    """`DefaultServer(agent).run(host, port)`: the service for one agent object."""
+
+    def __init__(self, agent: AbstractAgent) -> None:
+        self._agent = agent
+        self._app = create_app(load_settings(agent=agent.name), agent=agent)
+
+    @property
+    def app(self):
+        return self._app
+
+    def run(self, host: str = "0.0.0.0", port: int = 8000) -> None:
+        uvicorn.run(self._app, host=host, port=port, log_level=self._app.state.settings.log_level)

@@ -1,0 +1,185 @@
+"""What PROTOCOL.md promises whatever the agent does, against a real uvicorn on loopback."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from ulid import ULID
+
+from tests.server.conftest import SCRIPTED_TIMEOUT
+from tests.support.agents import SECRET
+from tests.support.sse import Stream, new_body, new_session, read_stream
+
+reference = pytest.importorskip("sentient_agent_framework.interface.events")
+
+
+def assert_well_ended(stream: Stream) -> None:
+    """200, ids strictly increasing, exactly one done and it is last, every event valid for 0.3.0."""
+    assert stream.status == 200
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    names = stream.names()
+    assert names.count("done") == 1 and names[-1] == "done", names
+    ids = [event["id"] for event in stream.events]
+    assert all(a < b for a, b in zip(ids, ids[1:])), "event ids must strictly increase"
+    for frame in stream.frames:
+        reference.ResponseEventAdapter.validate_json(frame.data)
+    assert b"\nid:" not in stream.raw and not stream.raw.startswith(b"id:")
+
+
+def assert_streams_completed(stream: Stream) -> None:
+    """Each text stream ends with exactly one is_complete chunk, and nothing of it follows."""
+    finished: set[str] = set()
+    for event in stream.events:
+        if event["content_type"] != "chunked.text":
+            continue
+        assert event["stream_id"] not in finished, f"chunk after the end of {event['stream_id']}"
+        if event["is_complete"]:
+            finished.add(event["stream_id"])
+    started = {e["stream_id"] for e in stream.events if e["content_type"] == "chunked.text"}
+    assert started == finished
+
+
+def wait_for_file(path: Path, timeout: float) -> str | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text():
+            return path.read_text()
+        time.sleep(0.01)
+    return None
+
+
+def test_every_event_type_reaches_the_client_as_the_reference_models_expect(scripted_server):
+    session = new_session("processor-7")
+    stream = read_stream(scripted_server.url, new_body("every-event", session))
+    assert_well_ended(stream)
+    assert_streams_completed(stream)
+    assert stream.names() == ["PLAN", "SOURCES", "error", "FINAL_RESPONSE", "FINAL_RESPONSE", "FINAL_RESPONSE", "done"]
+    assert {event["source"] for event in stream.events} == {"processor-7"}
+    plan, sources, error = stream.events[:3]
+    assert plan["content"] == "a plan ✓ ünïcödé\u2028line"
+    assert b"\\u2028" in stream.raw and "\u2028".encode() not in stream.raw
+    assert sources["content"] == {"results": [{"n": 1, "ok": True, "x": None, "f": 1.5}]}
+    assert error["content"] == {"error_message": "shown to the user", "error_code": 429, "details": {"retry": 3}}
+    assert "".join(e["content"] for e in stream.events if e["event_name"] == "FINAL_RESPONSE") == "streamed answer"
+
+
+def test_the_official_client_decoder_reads_a_stream_with_pings(scripted_server):
+    simple_sse_client = pytest.importorskip("simple_sse_client")
+    import asyncio
+
+    async def read_all() -> list:
+        events = []
+        async for sse in simple_sse_client.async_stream(
+            url=scripted_server.url + "/assist", method="POST", json=new_body("silent:1.6"), timeout=30.0
+        ):
+            events.append(reference.ResponseEventAdapter.validate_python(sse.json()))
+        return events
+
+    events = asyncio.run(read_all())
+    assert [event.event_name for event in events] == ["STATUS", "FINAL", "done"]
+    raw = read_stream(scripted_server.url, new_body("silent:1.6"))
+    assert len(raw.comments) >= 2, "a silent agent is kept alive by comment pings"
+    assert_well_ended(raw)
+
+
+def test_an_agent_that_raises_gets_error_then_done_and_no_internals(scripted_server):
+    stream = read_stream(scripted_server.url, new_body("raise"), headers={"X-Request-ID": "req-raise-1"})
+    assert_well_ended(stream)
+    assert_streams_completed(stream)
+    error = next(event for event in stream.events if event["event_name"] == "error")
+    assert error["content"]["error_code"] == 500
+    assert error["content"]["details"] == {"error_type": "RuntimeError", "request_id": "req-raise-1"}
+    assert stream.headers["x-request-id"] == "req-raise-1"
+    assert stream.names()[-2:] == ["error", "done"] or stream.names()[-3:-1] == ["error", "FINAL_RESPONSE"]
+    assert SECRET.encode() not in stream.raw and b"Traceback" not in stream.raw
+
+
+def test_an_agent_that_raises_cancelled_error_itself_still_ends_with_error_and_done(scripted_server):
+    stream = read_stream(scripted_server.url, new_body("cancel-itself"), timeout=10)
+    assert_well_ended(stream)
+    assert stream.names() == ["STATUS", "error", "done"]
+    assert stream.events[1]["content"]["details"]["error_type"] == "CancelledError"
+
+
+def test_an_agent_that_returns_without_complete_gets_its_streams_closed_and_done(scripted_server):
+    stream = read_stream(scripted_server.url, new_body("no-complete"))
+    assert_well_ended(stream)
+    assert_streams_completed(stream)
+    assert [e["event_name"] for e in stream.events if e.get("is_complete")] == ["FINAL_RESPONSE", "THINKING"]
+    assert "error" not in stream.names()
+
+
+def test_a_request_without_session_streams_with_a_fresh_session(scripted_server):
+    for body in (new_body("session"), {**new_body("session"), "session": None}):
+        stream = read_stream(scripted_server.url, body)
+        assert_well_ended(stream)
+        session = stream.events[0]["content"]
+        assert session["processor_id"] == "scripted" and session["interactions"] == 0
+        assert ULID.from_str(session["activity_id"]) and ULID.from_str(session["request_id"])
+        assert stream.events[0]["source"] == "scripted"
+
+
+def test_the_agent_sees_the_history_the_session_carries(scripted_server):
+    def past(prompt: str) -> dict:
+        request = {
+            "id": str(ULID()),
+            "chatId": str(ULID()),
+            "content": {"capability": "assist", "request_payload": {"parts": [{"prompt": prompt, "fileIds": []}]}},
+        }
+        return {"request": {"event": request}, "responses": []}
+
+    session = new_session(interactions=[past("first turn"), past("second turn")])
+    stream = read_stream(scripted_server.url, new_body("session", session))
+    assert stream.events[0]["content"]["prompts"] == ["first turn", "second turn"]
+
+
+def test_a_client_that_disconnects_gets_its_agent_cancelled_within_a_second(scripted_server, tmp_path):
+    marker = tmp_path / "cancelled"
+    with httpx.Client(timeout=10) as client:
+        with client.stream("POST", scripted_server.url + "/assist", json=new_body(f"hang:{marker}")) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    break
+            closed_at = time.time()
+    cancelled_at = wait_for_file(marker, timeout=3)
+    assert cancelled_at is not None, "the agent task was not cancelled after the client left"
+    assert float(cancelled_at) - closed_at < 1.0
+
+
+def test_a_request_past_the_time_limit_gets_504_then_done_and_the_agent_is_cancelled(scripted_server, tmp_path):
+    marker = tmp_path / "cancelled"
+    started = time.monotonic()
+    stream = read_stream(scripted_server.url, new_body(f"hang:{marker}"))
+    elapsed = time.monotonic() - started
+    assert_well_ended(stream)
+    assert_streams_completed(stream)
+    error = next(event for event in stream.events if event["event_name"] == "error")
+    assert error["content"]["error_code"] == 504
+    assert stream.names()[-1] == "done"
+    assert SCRIPTED_TIMEOUT <= elapsed < SCRIPTED_TIMEOUT + 5
+    assert wait_for_file(marker, timeout=2) is not None
+
+
+def test_a_fast_agent_streams_before_it_finishes_and_ids_keep_to_the_clock(scripted_server, tmp_path):
+    count = 20_000
+    finish = tmp_path / "finished"
+    stream = read_stream(scripted_server.url, new_body(f"fast:{count}:{finish}"))
+    assert_well_ended(stream)
+    assert_streams_completed(stream)
+    chunks = [e for e in stream.events if e["content_type"] == "chunked.text" and not e["is_complete"]]
+    assert [c["content"] for c in chunks] == [f"{i} " for i in range(count)]
+    assert stream.frames[0].received_at < float(finish.read_text()), "the first event waited for the whole answer"
+    for frame, event in zip(stream.frames, stream.events):
+        stamped = ULID.from_str(event["id"]).timestamp
+        assert abs(frame.received_at - stamped) < 1.0, "event id time drifted from the wall clock"
+
+
+def test_an_agent_emitting_after_complete_gets_response_stream_closed(scripted_server, tmp_path):
+    marker = tmp_path / "raised"
+    stream = read_stream(scripted_server.url, new_body(f"after-complete:{marker}"))
+    assert_well_ended(stream)
+    assert stream.names() == ["FINAL", "done"]
+    assert wait_for_file(marker, timeout=2) == "ResponseStreamClosedError"

@@ -1,0 +1,93 @@
+"""Agents that misbehave on purpose, one behaviour per prompt, for the integration tests.
+
+The prompt is `behaviour` or `behaviour:argument`; paths in arguments are where
+the agent writes what it saw (the test process reads them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from app import AbstractAgent, Query, ResponseHandler, ResponseStreamClosedError, Session
+
+SECRET = "internal detail the client must never see"
+
+
+class ScriptedAgent(AbstractAgent):
+    name = "scripted"
+    description = "Test agent: its prompt picks a behaviour."
+
+    async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
+        behaviour, _, argument = query.prompt.partition(":")
+        await getattr(self, "_" + behaviour.replace("-", "_"))(session, argument, response_handler)
+
+    async def _raise(self, session, argument, handler: ResponseHandler) -> None:
+        stream = handler.create_text_stream("FINAL_RESPONSE")
+        await stream.emit_chunk("partial ")
+        raise RuntimeError(SECRET)
+
+    async def _cancel_itself(self, session, argument, handler: ResponseHandler) -> None:
+        await handler.emit_text_block("STATUS", "about to be cancelled by nobody")
+        raise asyncio.CancelledError()
+
+    async def _no_complete(self, session, argument, handler: ResponseHandler) -> None:
+        first = handler.create_text_stream("FINAL_RESPONSE")
+        second = handler.create_text_stream("THINKING")
+        await first.emit_chunk("one ")
+        await second.emit_chunk("hmm")
+        await first.emit_chunk("two")
+
+    async def _fast(self, session, argument, handler: ResponseHandler) -> None:
+        count, _, finish_path = argument.partition(":")
+        stream = handler.create_text_stream("FINAL_RESPONSE")
+        for index in range(int(count)):
+            await stream.emit_chunk(f"{index} ")
+        if finish_path:
+            Path(finish_path).write_text(repr(time.time()))
+        await handler.complete()
+
+    async def _silent(self, session, argument, handler: ResponseHandler) -> None:
+        await handler.emit_text_block("STATUS", "thinking quietly")
+        await asyncio.sleep(float(argument))
+        await handler.respond("FINAL", "spoke at last")
+
+    async def _hang(self, session, argument, handler: ResponseHandler) -> None:
+        stream = handler.create_text_stream("FINAL_RESPONSE")
+        await stream.emit_chunk("waiting ")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            Path(argument).write_text(repr(time.time()))
+            raise
+
+    async def _after_complete(self, session, argument, handler: ResponseHandler) -> None:
+        await handler.respond("FINAL", "done already")
+        try:
+            await handler.emit_text_block("LATE", "too late")
+        except ResponseStreamClosedError as exc:
+            Path(argument).write_text(type(exc).__name__)
+
+    async def _every_event(self, session, argument, handler: ResponseHandler) -> None:
+        await handler.emit_text_block("PLAN", "a plan ✓ ünïcödé\u2028line")
+        await handler.emit_json("SOURCES", {"results": [{"n": 1, "ok": True, "x": None, "f": 1.5}]})
+        await handler.emit_error("shown to the user", error_code=429, details={"retry": 3})
+        stream = handler.create_text_stream("FINAL_RESPONSE")
+        for word in ("streamed ", "answer"):
+            await stream.emit_chunk(word)
+        await stream.complete()
+        await handler.complete()
+
+    async def _session(self, session: Session, argument, handler: ResponseHandler) -> None:
+        interactions = session.get_interactions()
+        await handler.respond(
+            "SESSION",
+            {
+                "processor_id": session.processor_id,
+                "activity_id": str(session.activity_id),
+                "request_id": str(session.request_id),
+                "interactions": len(interactions),
+                "prompts": [i.request.event.prompt for i in interactions],
+            },
+        )

@@ -1,0 +1,83 @@
+"""Start the real service (`python -m app serve`, uvicorn) on a free loopback port."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RunningServer:
+    def __init__(self, process: subprocess.Popen, url: str, log_path: Path) -> None:
+        self.process = process
+        self.url = url
+        self.log_path = log_path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+
+@contextmanager
+def running_server(env: dict[str, str] | None = None, args: list[str] | None = None) -> Iterator[RunningServer]:
+    """`python -m app serve` on a free port, as the README starts it."""
+    port = free_port()
+    command = [sys.executable, "-m", "app", "serve", "--port", str(port), *(args or [])]
+    with running_command(command, port, env) as server:
+        yield server
+
+
+@contextmanager
+def running_command(command: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[RunningServer]:
+    """Any command that serves on `port`; yields once /healthz answers, stops it after."""
+    log_file = tempfile.NamedTemporaryFile(prefix="assist-server-", suffix=".log", delete=False)
+    process = subprocess.Popen(command, cwd=ROOT, env=clean_env(env), stdout=log_file, stderr=subprocess.STDOUT)
+    server = RunningServer(process, f"http://127.0.0.1:{port}", Path(log_file.name))
+    try:
+        _wait_until_healthy(server)
+        yield server
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log_file.close()
+        os.unlink(log_file.name)
+
+
+def clean_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without ASSIST_* settings, plus `env`."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("ASSIST_")}
+    clean.update(env or {})
+    return clean
+
+
+def _wait_until_healthy(server: RunningServer, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise RuntimeError(f"server exited with {server.process.returncode}:\n{server.log()}")
+        try:
+            if httpx.get(server.url + "/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"server not healthy after {timeout}s:\n{server.log()}")

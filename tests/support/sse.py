@@ -1,0 +1,100 @@
+"""A strict reader of /assist responses: every byte must be a well-formed frame."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import httpx
+from ulid import ULID
+
+
+def new_body(prompt: str, session: dict | None = None) -> dict[str, Any]:
+    body: dict[str, Any] = {"query": {"id": str(ULID()), "prompt": prompt}}
+    if session is not None:
+        body["session"] = session
+    return body
+
+
+def new_session(processor_id: str = "test-processor", interactions: list | None = None) -> dict[str, Any]:
+    return {
+        "processor_id": processor_id,
+        "activity_id": str(ULID()),
+        "request_id": str(ULID()),
+        "interactions": interactions or [],
+    }
+
+
+@dataclass
+class Frame:
+    event_name: str
+    data: str
+    received_at: float
+
+    @property
+    def json(self) -> dict[str, Any]:
+        return json.loads(self.data)
+
+
+@dataclass
+class Stream:
+    status: int
+    headers: httpx.Headers
+    frames: list[Frame] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+    raw: bytes = b""
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return [frame.json for frame in self.frames]
+
+    def names(self) -> list[str]:
+        return [frame.event_name for frame in self.frames]
+
+
+def parse_block(block: bytes, received_at: float, stream: Stream) -> None:
+    """One block between blank lines: comments only, or exactly `event:` then `data:`."""
+    lines = block.decode("utf-8").split("\n")
+    if all(line.startswith(":") for line in lines):
+        stream.comments.extend(lines)
+        return
+    assert len(lines) == 2, f"a frame must be an event line and a data line: {block!r}"
+    event_line, data_line = lines
+    assert event_line.startswith("event: "), block
+    assert data_line.startswith("data: "), block
+    event_name = event_line[len("event: "):]
+    data = data_line[len("data: "):]
+    assert json.loads(data)["event_name"] == event_name, block
+    stream.frames.append(Frame(event_name, data, received_at))
+
+
+def read_stream(
+    url: str,
+    body: Any,
+    *,
+    timeout: float = 30.0,
+    headers: dict | None = None,
+    on_frame: Callable[[Frame], None] | None = None,
+) -> Stream:
+    """POST body and read the whole response, parsing each frame as it arrives (`on_frame` sees each)."""
+    with httpx.Client(timeout=timeout) as client:
+        kwargs = {"json": body} if not isinstance(body, (bytes, str)) else {"content": body}
+        with client.stream("POST", url + "/assist", headers=headers, **kwargs) as response:
+            stream = Stream(response.status_code, response.headers)
+            buffer = b""
+            for chunk in response.iter_raw():
+                now = time.time()
+                stream.raw += chunk
+                buffer += chunk
+                while b"\n\n" in buffer:
+                    block, buffer = buffer.split(b"\n\n", 1)
+                    if response.status_code == 200:
+                        frames_before = len(stream.frames)
+                        parse_block(block, now, stream)
+                        if on_frame is not None and len(stream.frames) > frames_before:
+                            on_frame(stream.frames[-1])
+            if response.status_code == 200:
+                assert buffer == b"", f"bytes after the last frame: {buffer!r}"
+    return stream

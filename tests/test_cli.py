@@ -1,0 +1,66 @@
+"""The command line and DefaultServer, run as a user runs them."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from tests.support.server import ROOT, clean_env, free_port, running_command, running_server
+from tests.support.sse import new_body, read_stream
+
+
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "app", *args], cwd=ROOT, env=clean_env(env), capture_output=True, text=True, timeout=30
+    )
+
+
+def test_an_unknown_agent_stops_start_up_listing_the_agents_found():
+    result = run_cli("serve", "--agent", "no_such_agent")
+    assert result.returncode == 2
+    assert "no_such_agent" in result.stderr and "showcase" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_bad_setting_stops_start_up_naming_the_variable():
+    result = run_cli("serve", env={"ASSIST_REQUEST_TIMEOUT": "soon"})
+    assert result.returncode == 2
+    assert "ASSIST_REQUEST_TIMEOUT" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_agents_lists_the_agents_folder():
+    result = run_cli("agents")
+    assert result.returncode == 0
+    assert result.stdout.startswith("showcase")
+
+
+def test_serve_with_two_workers_streams():
+    with running_server(args=["--workers", "2"]) as server:
+        stream = read_stream(server.url, new_body("hi"))
+        assert stream.names()[-1] == "done"
+
+
+def test_default_server_runs_an_agent_written_the_0_3_0_way(tmp_path):
+    port = free_port()
+    script = tmp_path / "serve_it.py"
+    script.write_text(textwrap.dedent(f"""
+        from app import AbstractAgent, DefaultServer, Query, ResponseHandler, Session
+
+        class Echo(AbstractAgent):
+            def __init__(self):
+                super().__init__("Echo agent")
+
+            async def assist(self, session: Session, query: Query, response_handler: ResponseHandler):
+                stream = response_handler.create_text_stream("FINAL_RESPONSE")
+                await stream.emit_chunk(query.prompt)
+                await stream.complete()
+                await response_handler.complete()
+
+        DefaultServer(Echo()).run(host="127.0.0.1", port={port})
+    """))
+    with running_command([sys.executable, str(script)], port) as server:
+        stream = read_stream(server.url, new_body("echo me"))
+    assert stream.names() == ["FINAL_RESPONSE", "FINAL_RESPONSE", "done"]
+    assert stream.events[0]["content"] == "echo me"
+    assert stream.events[0]["source"] == "Echo agent"
