@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import tempfile
 
 from app.registry import available_agents, load_agent
 from app.runtime.errors import AgentNotFoundError, SettingsError
@@ -31,14 +33,40 @@ def _serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    options = dict(host=settings.host, port=settings.port, log_level=settings.log_level)
+    from app.server.logs import log_config
+
+    options = dict(
+        host=settings.host,
+        port=settings.port,
+        log_config=log_config(settings.log_format, settings.log_level),
+        access_log=False,  # ours logs each request, with its request id
+        # A backstop: streams end themselves after ASSIST_SHUTDOWN_GRACE.
+        timeout_graceful_shutdown=int(settings.shutdown_grace) + 5,
+    )
     if args.reload or args.workers > 1:
-        uvicorn.run("app.main:app", reload=args.reload, workers=None if args.reload else args.workers, **options)
+        with _metrics_shared_across_workers(args.workers > 1):
+            uvicorn.run("app.main:app", reload=args.reload, workers=None if args.reload else args.workers, **options)
     else:
         from app.server.app import create_app
 
         uvicorn.run(create_app(settings, agent), **options)
     return 0
+
+
+@contextlib.contextmanager
+def _metrics_shared_across_workers(enabled: bool):
+    """Workers write their metrics to one folder, and /metrics in any worker sums them."""
+    from app.server.metrics import MULTIPROC_ENV
+
+    if not enabled or os.environ.get(MULTIPROC_ENV):
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="assist-metrics-") as folder:
+        os.environ[MULTIPROC_ENV] = folder
+        try:
+            yield
+        finally:
+            del os.environ[MULTIPROC_ENV]
 
 
 def _agents(args: argparse.Namespace) -> int:

@@ -1,19 +1,21 @@
-"""HTTP routes: POST /assist (the SSE stream) and GET /healthz."""
+"""HTTP routes: POST /assist (the SSE stream), GET /healthz, /readyz and /metrics."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from app.protocol.request import Request as AssistBody
 from app.runtime.session import Session
-from app.server.request_id import REQUEST_ID_HEADER, request_id_from
-from app.server.streaming import ShutdownSignal, sse_frames
+from app.server.draining import is_draining
+from app.server.metrics import metrics_endpoint
+from app.server.streaming import ShutdownSignal, StreamStats, sse_frames
 
 router = APIRouter()
 
 _PING = ServerSentEvent(comment="ping", sep="\n")
-# Seconds a stream gets, once the server is stopping, to send its last `error` and `done`.
+# Seconds a stream gets, once its shutdown grace is over, to send its last `error` and `done`.
 _SHUTDOWN_FLUSH_SECONDS = 2.0
 
 _STREAM_DESCRIPTION = """\
@@ -29,30 +31,41 @@ are comment lines (`: ping`). The last event is always `done`.
     response_class=EventSourceResponse,
     responses={
         200: {"description": _STREAM_DESCRIPTION, "content": {"text/event-stream": {}}},
+        401: {"description": "ASSIST_API_KEYS is set and the request has no valid `Authorization: Bearer` key."},
+        413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES."},
         422: {"description": "The body is not a valid request; `detail` names each bad field."},
+        503: {"description": "At ASSIST_MAX_STREAMS, or shutting down; see `Retry-After`."},
     },
 )
 async def assist(body: AssistBody, request: Request) -> EventSourceResponse:
     state = request.app.state
     agent = state.agent
     settings = state.settings
-    request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
+    stats = StreamStats(request.state.request_id)
+    request.state.stream_stats = stats
     session = Session(body.session) if body.session is not None else Session.new(agent.name)
-    shutdown = ShutdownSignal(request_id)
-    frames = sse_frames(
-        agent, session, body.query, timeout=settings.request_timeout, request_id=request_id, shutdown=shutdown
-    )
+    shutdown = ShutdownSignal(settings.shutdown_grace)
+    frames = sse_frames(agent, session, body.query, timeout=settings.request_timeout, stats=stats, shutdown=shutdown)
     return EventSourceResponse(
         frames,
-        headers={REQUEST_ID_HEADER: request_id},
         ping=settings.ping_interval,
         ping_message_factory=lambda: _PING,
         sep="\n",
         shutdown_event=shutdown,  # type: ignore[arg-type]
-        shutdown_grace_period=_SHUTDOWN_FLUSH_SECONDS,
+        shutdown_grace_period=settings.shutdown_grace + _SHUTDOWN_FLUSH_SECONDS,
     )
 
 
 @router.get("/healthz", summary="Liveness: the process answers")
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
+
+
+@router.get("/readyz", summary="Readiness: 503 while draining for shutdown")
+async def readyz() -> JSONResponse:
+    if is_draining():
+        return JSONResponse({"status": "draining"}, status_code=503)
+    return JSONResponse({"status": "ready"})
+
+
+router.add_api_route("/metrics", metrics_endpoint, methods=["GET"], summary="Prometheus metrics", include_in_schema=True)

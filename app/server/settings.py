@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app.runtime.errors import SettingsError
 
 ENV_PREFIX = "ASSIST_"
+# Values never repeated in an error message.
+_SECRET_FIELDS = {"api_keys"}
+
+
+def _comma_separated(value: object) -> object:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
 
 
 class Settings(BaseSettings):
@@ -20,9 +28,26 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=1, le=65535, description="Port to listen on.")
     request_timeout: float = Field(300, gt=0, description="Seconds one request may run.")
     ping_interval: float = Field(15, gt=0, description="Seconds between keepalive comments.")
+    api_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list, description="Comma-separated bearer keys; empty: no auth."
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Comma-separated origins allowed by CORS; empty: none."
+    )
+    max_streams: int = Field(1000, ge=1, description="Concurrent /assist streams before 503.")
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="Request body cap before 413.")
+    shutdown_grace: float = Field(30, ge=0, description="Seconds in-flight streams get on shutdown.")
+    log_format: Literal["text", "json"] = Field("text", description="`text` or `json` lines.")
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = Field(
         "info", description="Log level."
     )
+
+    _split_lists = field_validator("api_keys", "cors_origins", mode="before")(_comma_separated)
+
+    @field_validator("log_format", "log_level", mode="before")
+    @classmethod
+    def _lowercase(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
 
 
 def load_settings(**overrides: object) -> Settings:
@@ -33,5 +58,6 @@ def load_settings(**overrides: object) -> Settings:
         problems = []
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else "?"
-            problems.append(f"{ENV_PREFIX}{field.upper()}={error.get('input')!r}: {error['msg']}")
+            shown = "(hidden)" if field in _SECRET_FIELDS else repr(error.get("input"))
+            problems.append(f"{ENV_PREFIX}{field.upper()}={shown}: {error['msg']}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None

@@ -4,13 +4,16 @@
         -> sse_frames() -> EventSourceResponse -> socket
 
 Whatever the agent does, the stream ends with exactly one `done`: the agent
-raising, timing out or returning without `complete()` all end in `done`.
+raising, timing out, returning without `complete()`, or the server shutting
+down all end in `done`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import defaultdict
 from typing import AsyncIterator
 
 from app.protocol.events import DoneEvent, ErrorContent
@@ -32,16 +35,33 @@ TIMEOUT_MESSAGE = "The agent did not finish within the request time limit."
 SHUTDOWN_MESSAGE = "The server is shutting down; please retry."
 
 
+class StreamStats:
+    """What happened on one stream, for its log line and the metrics: counts, never contents."""
+
+    __slots__ = ("request_id", "events_by_type", "outcome", "agent_failed", "timed_out", "started")
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        self.events_by_type: defaultdict[str, int] = defaultdict(int)
+        self.outcome = "open"  # then: completed, disconnected, shutdown
+        self.agent_failed = False
+        self.timed_out = False
+        self.started = time.monotonic()
+
+    @property
+    def events(self) -> int:
+        return sum(self.events_by_type.values())
+
+
 class SseHook:
     """Stamps each event with a monotonic ULID, writes its frame once, and queues the bytes."""
 
-    __slots__ = ("_channel", "_next_id", "_source", "events")
+    __slots__ = ("_channel", "_next_id", "_counts")
 
-    def __init__(self, channel: Channel[bytes], source: str) -> None:
+    def __init__(self, channel: Channel[bytes], stats: StreamStats) -> None:
         self._channel = channel
         self._next_id = MonotonicUlid()
-        self._source = source
-        self.events = 0
+        self._counts = stats.events_by_type
 
     async def emit(self, event) -> None:
         channel = self._channel
@@ -55,7 +75,7 @@ class SseHook:
             frame = event.sse_frame()
         except (TypeError, ValueError) as exc:
             raise AgentError(f"event {event.event_name!r} cannot be sent as JSON: {exc}") from None
-        self.events += 1
+        self._counts[event.content_type] += 1
         channel.put_nowait(frame, last=type(event) is DoneEvent)
 
     def send_now(self, events: list) -> None:
@@ -66,7 +86,7 @@ class SseHook:
         for event in events:
             event.id = self._next_id()
             frames.append(event.sse_frame())
-        self.events += len(frames)
+            self._counts[event.content_type] += 1
         self._channel.put_nowait(b"".join(frames), last=True)
 
 
@@ -77,7 +97,7 @@ async def run_agent(
     handler: ResponseHandler,
     *,
     timeout: float,
-    request_id: str,
+    stats: StreamStats,
 ) -> None:
     """Run `assist()` under the time limit; an error becomes an `error` event; always `done` last."""
     try:
@@ -85,51 +105,70 @@ async def run_agent(
             await agent.assist(session, query, handler)
     except TimeoutError as exc:
         if not deadline.expired():
-            await _report_failure(agent, handler, request_id, exc)
+            await _report_failure(agent, handler, stats, exc)
         else:
-            logger.warning("agent %s timed out after %ss (request %s)", agent.name, timeout, request_id)
+            stats.timed_out = True
+            logger.warning("agent %s timed out after %ss (request %s)", agent.name, timeout, stats.request_id)
             if not handler.is_complete:
-                await handler.emit_error(TIMEOUT_MESSAGE, 504, {"request_id": request_id})
+                await handler.emit_error(TIMEOUT_MESSAGE, 504, {"request_id": stats.request_id})
     except ResponseStreamClosedError:
         # It emitted after complete(): the client already has `done`.
-        logger.warning("agent %s emitted after its response was complete (request %s)", agent.name, request_id)
+        logger.warning("agent %s emitted after its response was complete (request %s)", agent.name, stats.request_id)
     except Exception as exc:
-        await _report_failure(agent, handler, request_id, exc)
+        await _report_failure(agent, handler, stats, exc)
     await handler.complete()
 
 
-async def _report_failure(agent: AbstractAgent, handler: ResponseHandler, request_id: str, exc: BaseException) -> None:
-    logger.error("agent %s raised %s (request %s)", agent.name, type(exc).__name__, request_id, exc_info=exc)
+async def _report_failure(agent: AbstractAgent, handler: ResponseHandler, stats: StreamStats, exc: BaseException) -> None:
+    stats.agent_failed = True
+    logger.error("agent %s raised %s (request %s)", agent.name, type(exc).__name__, stats.request_id, exc_info=exc)
     if not handler.is_complete:
         await handler.emit_error(
-            AGENT_FAILED_MESSAGE, 500, {"error_type": type(exc).__name__, "request_id": request_id}
+            AGENT_FAILED_MESSAGE, 500, {"error_type": type(exc).__name__, "request_id": stats.request_id}
         )
 
 
 class ShutdownSignal:
-    """Set by sse-starlette when the server shuts down: the stream ends with `error` (503) and `done`.
+    """Set by sse-starlette when the server begins to shut down.
 
-    It stands in for the `anyio.Event` that EventSourceResponse sets, so that no
-    task per stream has to wait on one.
+    The stream may run on for `grace` seconds; then its agent is cancelled and
+    the client gets `error` (503) and `done`. It stands in for the `anyio.Event`
+    that EventSourceResponse sets, so that no task per stream waits on one.
     """
 
-    __slots__ = ("_handler", "_hook", "_task", "_request_id")
+    __slots__ = ("_grace", "_handler", "_hook", "_task", "_stats", "_timer")
 
-    def __init__(self, request_id: str) -> None:
-        self._request_id = request_id
+    def __init__(self, grace: float) -> None:
+        self._grace = grace
         self._handler: ResponseHandler | None = None
         self._hook: SseHook | None = None
         self._task: asyncio.Task | None = None
+        self._stats: StreamStats | None = None
+        self._timer: asyncio.TimerHandle | None = None
 
-    def bind(self, handler: ResponseHandler, hook: SseHook, task: asyncio.Task) -> None:
-        self._handler, self._hook, self._task = handler, hook, task
+    def bind(self, handler: ResponseHandler, hook: SseHook, task: asyncio.Task, stats: StreamStats) -> None:
+        self._handler, self._hook, self._task, self._stats = handler, hook, task, stats
 
     def set(self) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-        if self._handler is not None and self._hook is not None:
-            error = ErrorContent(error_message=SHUTDOWN_MESSAGE, error_code=503, details={"request_id": self._request_id})
-            self._hook.send_now(self._handler.close_now(error))
+        if self._grace > 0:
+            self._timer = asyncio.get_running_loop().call_later(self._grace, self.end_stream)
+        else:
+            self.end_stream()
+
+    def cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def end_stream(self) -> None:
+        if self._task is None or self._task.done():
+            return
+        self._task.cancel()
+        assert self._handler is not None and self._hook is not None and self._stats is not None
+        self._stats.outcome = "shutdown"
+        error = ErrorContent(
+            error_message=SHUTDOWN_MESSAGE, error_code=503, details={"request_id": self._stats.request_id}
+        )
+        self._hook.send_now(self._handler.close_now(error))
 
 
 async def sse_frames(
@@ -138,33 +177,39 @@ async def sse_frames(
     query: Query,
     *,
     timeout: float,
-    request_id: str,
+    stats: StreamStats,
     shutdown: ShutdownSignal | None = None,
 ) -> AsyncIterator[bytes]:
     """The bytes of the response: every frame that is ready goes out in one write."""
     channel: Channel[bytes] = Channel(CHANNEL_CAPACITY)
-    hook = SseHook(channel, session.processor_id)
+    hook = SseHook(channel, stats)
     handler = ResponseHandler(session.processor_id, hook)
     task = asyncio.create_task(
-        run_agent(agent, session, query, handler, timeout=timeout, request_id=request_id),
-        name=f"assist:{request_id}",
+        run_agent(agent, session, query, handler, timeout=timeout, stats=stats),
+        name=f"assist:{stats.request_id}",
     )
-    task.add_done_callback(lambda t: _after_agent(t, handler, hook, request_id))
+    task.add_done_callback(lambda t: _after_agent(t, handler, hook, stats))
     if shutdown is not None:
-        shutdown.bind(handler, hook, task)
+        shutdown.bind(handler, hook, task, stats)
     try:
         while True:
             frames = await channel.take_all()
             if not frames:
+                if stats.outcome == "open":
+                    stats.outcome = "completed"
                 return
             yield frames[0] if len(frames) == 1 else b"".join(frames)
     finally:
+        if stats.outcome == "open":
+            stats.outcome = "disconnected"
+        if shutdown is not None:
+            shutdown.cancel_timer()
         # The client is gone, or `done` is out: the agent has nobody left to answer.
         if not task.done():
             task.cancel()
 
 
-def _after_agent(task: asyncio.Task, handler: ResponseHandler, hook: SseHook, request_id: str) -> None:
+def _after_agent(task: asyncio.Task, handler: ResponseHandler, hook: SseHook, stats: StreamStats) -> None:
     """A safety net: an agent task that ended without `done` still ends its stream.
 
     It catches what run_agent cannot: an agent that raised CancelledError of its
@@ -177,7 +222,10 @@ def _after_agent(task: asyncio.Task, handler: ResponseHandler, hook: SseHook, re
         exc = task.exception()
         if exc is None:
             return
-        logger.error("agent task failed outside the agent (request %s)", request_id, exc_info=exc)
+        logger.error("agent task failed outside the agent (request %s)", stats.request_id, exc_info=exc)
         error_type = type(exc).__name__
-    details = {"error_type": error_type, "request_id": request_id}
+    if handler.is_complete or stats.outcome != "open":
+        return
+    stats.agent_failed = True
+    details = {"error_type": error_type, "request_id": stats.request_id}
     hook.send_now(handler.close_now(ErrorContent(error_message=AGENT_FAILED_MESSAGE, error_code=500, details=details)))

@@ -7,6 +7,8 @@ the agent writes what it saw (the test process reads them).
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
 import time
 from pathlib import Path
 
@@ -79,6 +81,19 @@ class ScriptedAgent(AbstractAgent):
         await stream.complete()
         await handler.complete()
 
+    async def _stats(self, session, argument, handler: ResponseHandler) -> None:
+        """What the server process holds right now: for leak checks after many streams."""
+        gc.collect()
+        await handler.respond(
+            "STATS",
+            {
+                "tasks": len(asyncio.all_tasks()),
+                "open_fds": len(os.listdir("/proc/self/fd")),
+                "response_handlers": sum(isinstance(o, ResponseHandler) for o in gc.get_objects()),
+                "rss_kb": _rss_kb(),
+            },
+        )
+
     async def _session(self, session: Session, argument, handler: ResponseHandler) -> None:
         interactions = session.get_interactions()
         await handler.respond(
@@ -91,3 +106,11 @@ class ScriptedAgent(AbstractAgent):
                 "prompts": [i.request.event.prompt for i in interactions],
             },
         )
+
+
+def _rss_kb() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0

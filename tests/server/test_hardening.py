@@ -1,0 +1,205 @@
+"""Auth, CORS, limits, metrics and logs, against a real uvicorn as an operator would run it."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+from sse_starlette.sse import AppStatus
+
+from tests.support.server import running_server
+from tests.support.sse import new_body, read_stream
+
+KEYS = ("key-one-4f1c", "key-two-9a7e")
+ORIGIN = "https://chat.example"
+MAX_BODY = 4096
+MAX_STREAMS = 2
+PROMPT_MARKER = "prompt-marker-that-must-not-be-logged"
+
+
+@pytest.fixture(scope="module")
+def guarded_server():
+    env = {
+        "ASSIST_AGENT": "tests.support.agents:ScriptedAgent",
+        "ASSIST_API_KEYS": ",".join(KEYS),
+        "ASSIST_CORS_ORIGINS": ORIGIN,
+        "ASSIST_MAX_BODY_BYTES": str(MAX_BODY),
+        "ASSIST_MAX_STREAMS": str(MAX_STREAMS),
+        "ASSIST_LOG_FORMAT": "json",
+        "ASSIST_REQUEST_TIMEOUT": "20",
+    }
+    with running_server(env) as server:
+        yield server
+
+
+def auth(key: str = KEYS[0]) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def post(server, body, headers=None, **kwargs) -> httpx.Response:
+    return httpx.post(server.url + "/assist", json=body, headers=headers, timeout=10, **kwargs)
+
+
+def test_without_a_valid_key_assist_is_401_with_www_authenticate(guarded_server):
+    missing = post(guarded_server, new_body("session"))
+    assert missing.status_code == 401 and missing.headers["www-authenticate"].startswith("Bearer")
+    for headers in ({"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {KEYS[0]}"}, auth(KEYS[0] + "x")):
+        response = post(guarded_server, new_body("session"), headers)
+        assert response.status_code == 401, headers
+        assert "WWW-Authenticate" in response.headers
+        assert KEYS[0] not in response.text
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_each_configured_key_opens_the_stream(guarded_server, key):
+    stream = read_stream(guarded_server.url, new_body("session"), headers=auth(key))
+    assert stream.status == 200 and stream.names()[-1] == "done"
+
+
+def test_probes_are_open_and_docs_need_the_key(guarded_server):
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert httpx.get(guarded_server.url + path).status_code == 200, path
+    for path in ("/docs", "/openapi.json"):
+        assert httpx.get(guarded_server.url + path).status_code == 401, path
+        assert httpx.get(guarded_server.url + path, headers=auth()).status_code == 200, path
+
+
+def test_cors_allows_the_configured_origin_only(guarded_server):
+    def preflight(origin: str) -> httpx.Response:
+        headers = {
+            "Origin": origin,
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type",
+        }
+        return httpx.options(guarded_server.url + "/assist", headers=headers)
+
+    allowed = preflight(ORIGIN)
+    assert allowed.status_code == 200
+    assert allowed.headers["access-control-allow-origin"] == ORIGIN
+    assert "authorization" in allowed.headers["access-control-allow-headers"].lower()
+    refused = preflight("https://evil.example")
+    assert "access-control-allow-origin" not in refused.headers
+    stream = read_stream(guarded_server.url, new_body("session"), headers={**auth(), "Origin": ORIGIN})
+    assert stream.headers["access-control-allow-origin"] == ORIGIN
+    assert "x-request-id" in stream.headers["access-control-expose-headers"].lower()
+
+
+def test_a_body_over_the_limit_is_413_before_it_is_parsed(guarded_server):
+    big = new_body("x" * MAX_BODY)
+    response = post(guarded_server, big, auth())
+    assert response.status_code == 413 and str(MAX_BODY) in response.json()["detail"]
+
+    def chunked():
+        payload = json.dumps(big).encode()
+        for start in range(0, len(payload), 1000):
+            yield payload[start : start + 1000]
+
+    response = httpx.post(guarded_server.url + "/assist", content=chunked(), headers={**auth(), "Content-Type": "application/json"})
+    assert response.status_code == 413
+    # A prompt just under the limit is fine.
+    assert read_stream(guarded_server.url, new_body("session"), headers=auth()).status == 200
+
+
+def test_past_max_streams_the_next_gets_503_with_retry_after_until_one_ends(guarded_server, tmp_path):
+    holders = []
+    opened = threading.Semaphore(0)
+
+    def hold(index: int) -> None:
+        with httpx.Client(timeout=30) as client:
+            body = new_body(f"hang:{tmp_path / str(index)}")
+            with client.stream("POST", guarded_server.url + "/assist", json=body, headers=auth()) as response:
+                for line in response.iter_lines():
+                    if line.startswith("data: "):
+                        opened.release()
+                        stop.wait(20)
+                        return
+
+    stop = threading.Event()
+    for index in range(MAX_STREAMS):
+        thread = threading.Thread(target=hold, args=(index,))
+        thread.start()
+        holders.append(thread)
+    for _ in range(MAX_STREAMS):
+        assert opened.acquire(timeout=10)
+    try:
+        refused = post(guarded_server, new_body("session"), auth())
+        assert refused.status_code == 503
+        assert refused.headers["retry-after"] == "1"
+        assert str(MAX_STREAMS) in refused.json()["detail"]
+    finally:
+        stop.set()
+        for thread in holders:
+            thread.join(timeout=10)
+    # The disconnected streams gave their places back.
+    deadline = time.monotonic() + 5
+    while post(guarded_server, new_body("session"), auth()).status_code == 503 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert read_stream(guarded_server.url, new_body("session"), headers=auth()).status == 200
+
+
+def test_metrics_count_requests_events_errors_and_disconnects(guarded_server, tmp_path):
+    def sample(name: str) -> float:
+        text = httpx.get(guarded_server.url + "/metrics").text
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+    before = {n: sample(n) for n in ("assist_agent_errors_total", 'assist_http_requests_total{status="401"}',
+                                     'assist_events_sent_total{content_type="atomic.done"}', "assist_disconnects_total",
+                                     "assist_stream_duration_seconds_count")}
+    post(guarded_server, new_body("session"))  # 401
+    read_stream(guarded_server.url, new_body("raise"), headers=auth())
+    with httpx.Client(timeout=10) as client:
+        with client.stream("POST", guarded_server.url + "/assist", json=new_body(f"hang:{tmp_path/'m'}"), headers=auth()) as r:
+            next(line for line in r.iter_lines() if line.startswith("data: "))
+    time.sleep(0.3)
+    after = {n: sample(n) for n in before}
+    assert after["assist_agent_errors_total"] == before["assist_agent_errors_total"] + 1
+    assert after['assist_http_requests_total{status="401"}'] == before['assist_http_requests_total{status="401"}'] + 1
+    assert after['assist_events_sent_total{content_type="atomic.done"}'] >= before['assist_events_sent_total{content_type="atomic.done"}'] + 1
+    assert after["assist_disconnects_total"] == before["assist_disconnects_total"] + 1
+    assert after["assist_stream_duration_seconds_count"] >= before["assist_stream_duration_seconds_count"] + 2
+    assert sample("assist_streams_open") == 0
+
+
+def test_logs_are_json_lines_one_per_request_without_prompts_or_keys(guarded_server):
+    stream = read_stream(guarded_server.url, new_body(f"session {PROMPT_MARKER}"), headers={**auth(), "X-Request-ID": "trace-abc-123"})
+    assert stream.headers["x-request-id"] == "trace-abc-123"
+    time.sleep(0.2)
+    log = guarded_server.log()
+    entries = [json.loads(line) for line in log.splitlines() if line.strip()]
+    mine = [e for e in entries if e.get("request_id") == "trace-abc-123"]
+    assert len(mine) == 1, mine
+    line = mine[0]
+    assert line["status"] == 200 and line["agent"] == "scripted" and line["events"] == stream.names().__len__()
+    assert line["duration_ms"] >= 0 and line["path"] == "/assist"
+    assert PROMPT_MARKER not in log
+    assert all(key not in log for key in KEYS)
+
+
+def test_metrics_sum_over_workers():
+    bad_requests = 12
+    with running_server(args=["--workers", "2"]) as server:
+        for _ in range(bad_requests):
+            assert httpx.post(server.url + "/assist", content=b"{", headers={"Content-Type": "application/json"}).status_code == 422
+        seen = set()
+        for _ in range(8):
+            text = httpx.get(server.url + "/metrics").text
+            line = next(l for l in text.splitlines() if l.startswith('assist_http_requests_total{status="422"}'))
+            seen.add(float(line.rsplit(" ", 1)[1]))
+        # Whichever worker answers a scrape, it reports the requests of both (per worker,
+        # the kernel's uneven spread of connections shows as differing counts).
+        assert seen == {bad_requests}
+
+
+async def test_while_draining_readyz_and_new_streams_answer_503(monkeypatch):
+    from app.server import create_app, load_settings
+
+    app = create_app(load_settings(agent="tests.support.agents:ScriptedAgent"))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://service") as client:
+        assert (await client.get("/readyz")).json() == {"status": "ready"}
+        monkeypatch.setattr(AppStatus, "should_exit", True)
+        assert (await client.get("/readyz")).status_code == 503
+        refused = await client.post("/assist", json=new_body("session"))
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
