@@ -13,6 +13,7 @@ from app.runtime.errors import (
 from app.runtime.hook import Hook, QueueHook
 from app.runtime.ids import MonotonicUlid
 from app.runtime.response_handler import ResponseHandler, check_event_name
+from app.runtime.run import ChannelHook, Run, RunStats
 from app.runtime.session import Interactions, Session
 from app.runtime.text_stream import StreamEventEmitter
 
@@ -21,6 +22,7 @@ __all__ = [
     "AgentError",
     "AgentNotFoundError",
     "Channel",
+    "ChannelHook",
     "Hook",
     "Identity",
     "Interactions",
@@ -29,6 +31,8 @@ __all__ = [
     "QueueHook",
     "ResponseHandler",
     "ResponseStreamClosedError",
+    "Run",
+    "RunStats",
     "Session",
     "SettingsError",
     "StreamEventEmitter",

@@ -10,7 +10,8 @@ from app.protocol.request import Request as AssistBody
 from app.runtime.session import Session
 from app.server.draining import is_draining
 from app.server.metrics import metrics_endpoint
-from app.server.streaming import ShutdownSignal, StreamStats, sse_frames
+from app.runtime.run import RunStats
+from app.server.streaming import ShutdownSignal, sse_frames
 
 router = APIRouter()
 
@@ -41,7 +42,7 @@ async def assist(body: AssistBody, request: Request) -> EventSourceResponse:
     state = request.app.state
     agent = state.agent
     settings = state.settings
-    stats = StreamStats(request.state.request_id)
+    stats = RunStats(request.state.request_id)
     request.state.stream_stats = stats
     session = Session(body.session) if body.session is not None else Session.new(agent.name)
     shutdown = ShutdownSignal(settings.shutdown_grace)

@@ -1,0 +1,205 @@
+"""One run of an agent: its task, the guarantees around it, and the events it sends, in order.
+
+    agent.assist() -> ResponseHandler -> ChannelHook (id, encode) -> Channel -> run_events()
+
+The server encodes each event to its SSE frame; the in-process facade keeps the
+event objects. Either way the run ends with exactly one `done`, whatever the
+agent does: raising, timing out, returning without `complete()`, or raising
+CancelledError of its own accord.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import defaultdict
+from typing import Any, AsyncIterator, Callable, Generic, TypeVar
+
+from app.protocol.events import DoneEvent, ErrorContent
+from app.protocol.request import Query
+from app.runtime.agent import AbstractAgent
+from app.runtime.channel import Channel
+from app.runtime.errors import AgentError, ResponseStreamClosedError
+from app.runtime.ids import MonotonicUlid
+from app.runtime.response_handler import ResponseHandler
+from app.runtime.session import Session
+
+logger = logging.getLogger("app.run")
+
+# Items waiting to be taken before a fast agent has to wait: backpressure.
+CHANNEL_CAPACITY = 256
+
+AGENT_FAILED_MESSAGE = "The agent failed while answering. The error has been logged."
+TIMEOUT_MESSAGE = "The agent did not finish within the request time limit."
+
+T = TypeVar("T")
+
+
+class RunStats:
+    """What happened in one run, for logs and metrics: counts, never contents."""
+
+    __slots__ = ("request_id", "events_by_type", "outcome", "agent_failed", "timed_out", "started")
+
+    def __init__(self, request_id: str) -> None:
+        self.request_id = request_id
+        self.events_by_type: defaultdict[str, int] = defaultdict(int)
+        self.outcome = "open"  # then: completed, disconnected (the reader left), shutdown
+        self.agent_failed = False
+        self.timed_out = False
+        self.started = time.monotonic()
+
+    @property
+    def events(self) -> int:
+        return sum(self.events_by_type.values())
+
+
+class ChannelHook(Generic[T]):
+    """Stamps each event with a monotonic ULID, encodes it once, and puts it on a channel.
+
+    The base class puts the event itself; the server's hook puts its SSE frame.
+    """
+
+    __slots__ = ("_channel", "_next_id", "_counts")
+
+    def __init__(self, channel: Channel[T], stats: RunStats) -> None:
+        self._channel = channel
+        self._next_id = MonotonicUlid()
+        self._counts = stats.events_by_type
+
+    def encode(self, event: Any) -> T:
+        return event
+
+    async def emit(self, event: Any) -> None:
+        channel = self._channel
+        if not channel.has_room():
+            await channel.wait_for_room()
+        if channel.closed:
+            raise ResponseStreamClosedError("the response is complete; nothing more can be sent")
+        # No await from here to the put: ids leave in the order they are made.
+        event.id = self._next_id()
+        try:
+            item = self.encode(event)
+        except (TypeError, ValueError) as exc:
+            raise AgentError(f"event {event.event_name!r} cannot be sent as JSON: {exc}") from None
+        self._counts[event.content_type] += 1
+        channel.put_nowait(item, last=type(event) is DoneEvent)
+
+    def send_now(self, events: list[Any]) -> None:
+        """Send closing events at once, room or not: the run ends with the last of them."""
+        if self._channel.closed or not events:
+            return
+        for index, event in enumerate(events):
+            event.id = self._next_id()
+            self._counts[event.content_type] += 1
+            self._channel.put_nowait(self.encode(event), last=index == len(events) - 1)
+
+
+async def run_agent(
+    agent: AbstractAgent,
+    session: Session,
+    query: Query,
+    handler: ResponseHandler,
+    *,
+    timeout: float,
+    stats: RunStats,
+) -> None:
+    """Run `assist()` under the time limit; an error becomes an `error` event; always `done` last."""
+    try:
+        async with asyncio.timeout(timeout) as deadline:
+            await agent.assist(session, query, handler)
+    except TimeoutError as exc:
+        if not deadline.expired():
+            await _report_failure(agent, handler, stats, exc)
+        else:
+            stats.timed_out = True
+            logger.warning("agent %s timed out after %ss (request %s)", agent.name, timeout, stats.request_id)
+            if not handler.is_complete:
+                await handler.emit_error(TIMEOUT_MESSAGE, 504, {"request_id": stats.request_id})
+    except ResponseStreamClosedError:
+        # It emitted after complete(): the reader already has `done`.
+        logger.warning("agent %s emitted after its response was complete (request %s)", agent.name, stats.request_id)
+    except Exception as exc:
+        await _report_failure(agent, handler, stats, exc)
+    await handler.complete()
+
+
+async def _report_failure(agent: AbstractAgent, handler: ResponseHandler, stats: RunStats, exc: BaseException) -> None:
+    stats.agent_failed = True
+    logger.error("agent %s raised %s (request %s)", agent.name, type(exc).__name__, stats.request_id, exc_info=exc)
+    if not handler.is_complete:
+        await handler.emit_error(
+            AGENT_FAILED_MESSAGE, 500, {"error_type": type(exc).__name__, "request_id": stats.request_id}
+        )
+
+
+class Run(Generic[T]):
+    """One agent run, started on creation; iterate `items()` for what it sends, in order."""
+
+    def __init__(
+        self,
+        agent: AbstractAgent,
+        session: Session,
+        query: Query,
+        *,
+        timeout: float,
+        stats: RunStats,
+        make_hook: Callable[[Channel[T], RunStats], ChannelHook[T]] = ChannelHook,
+    ) -> None:
+        self.stats = stats
+        self._channel: Channel[T] = Channel(CHANNEL_CAPACITY)
+        self.hook = make_hook(self._channel, stats)
+        self.handler = ResponseHandler(session.processor_id, self.hook)
+        self.task = asyncio.create_task(
+            run_agent(agent, session, query, self.handler, timeout=timeout, stats=stats),
+            name=f"assist:{stats.request_id}",
+        )
+        self.task.add_done_callback(self._after_agent)
+
+    def stop(self, error: ErrorContent | None = None, outcome: str | None = None) -> None:
+        """End the run now: cancel the agent and send the closing events (`error` if given, `done`)."""
+        if outcome is not None and self.stats.outcome == "open":
+            self.stats.outcome = outcome
+        if not self.task.done():
+            self.task.cancel()
+        self.hook.send_now(self.handler.close_now(error))
+
+    async def items(self) -> AsyncIterator[list[T]]:
+        """Everything the run sends, in batches of what was ready together; the agent stops if this closes early."""
+        try:
+            while True:
+                batch = await self._channel.take_all()
+                if not batch:
+                    if self.stats.outcome == "open":
+                        self.stats.outcome = "completed"
+                    return
+                yield batch
+        finally:
+            if self.stats.outcome == "open":
+                self.stats.outcome = "disconnected"
+            # The reader is gone, or `done` is out: the agent has nobody left to answer.
+            if not self.task.done():
+                self.task.cancel()
+
+    def _after_agent(self, task: asyncio.Task) -> None:
+        """A safety net: an agent task that ended without `done` still ends its run.
+
+        It catches what run_agent cannot: an agent that raised CancelledError of
+        its own accord, or a failure of ours. When the run was stopped on purpose
+        (the reader left, shutdown, `done` already out) it is a no-op.
+        """
+        if task.cancelled():
+            error_type = "CancelledError"
+        else:
+            exc = task.exception()
+            if exc is None:
+                return
+            logger.error("agent task failed outside the agent (request %s)", self.stats.request_id, exc_info=exc)
+            error_type = type(exc).__name__
+        if self.handler.is_complete or self.stats.outcome != "open":
+            return
+        self.stats.agent_failed = True
+        details = {"error_type": error_type, "request_id": self.stats.request_id}
+        self.hook.send_now(
+            self.handler.close_now(ErrorContent(error_message=AGENT_FAILED_MESSAGE, error_code=500, details=details))
+        )
