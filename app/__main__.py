@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import os
 import sys
@@ -80,6 +81,41 @@ def _agents(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chat(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from app.facade.agent import Agent
+    from app.facade.terminal import chat
+
+    if args.url:
+        agent, title = Agent(args.url, api_key=args.api_key or os.environ.get("ASSIST_API_KEY")), args.url
+    else:
+        try:
+            agent_object = load_agent(args.agent or load_settings().agent)
+        except (SettingsError, AgentNotFoundError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        agent, title = Agent(agent_object), agent_object.name
+    try:
+        asyncio.run(chat(agent, Console(highlight=False), title))
+    except KeyboardInterrupt:
+        print()
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from app.facade.agent import Agent
+
+    try:
+        agent = Agent(load_agent(args.agent))
+    except AgentNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    result = agent.run_sync(args.prompt)
+    print(result.model_dump_json(indent=2) if args.json else result.text)
+    return 1 if result.errors and not result.text else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m app", description="Serve AI agents to Sentient Chat.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -95,6 +131,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     agents = commands.add_parser("agents", help="list the agents found in agents/")
     agents.set_defaults(run=_agents)
+
+    chat = commands.add_parser("chat", help="chat with an agent in the terminal")
+    where = chat.add_mutually_exclusive_group()
+    where.add_argument("--url", help="an /assist URL to chat with, e.g. http://127.0.0.1:8000/assist")
+    where.add_argument("--agent", help="an agent to run in this process (default: ASSIST_AGENT, showcase)")
+    chat.add_argument("--api-key", dest="api_key", help="bearer key for --url (or ASSIST_API_KEY)")
+    chat.set_defaults(run=_chat)
+
+    run = commands.add_parser("run", help="run one turn in this process and print the answer")
+    run.add_argument("agent", help="agent name from agents/ or module:attr")
+    run.add_argument("prompt", help="the prompt")
+    run.add_argument("--json", action="store_true", help="print the whole AgentResult as JSON")
+    run.set_defaults(run=_run)
     return parser
 
 

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.support.server import ROOT, clean_env, free_port, running_command, running_server
 from tests.support.sse import new_body, read_stream
 
@@ -64,3 +66,58 @@ def test_default_server_runs_an_agent_written_the_0_3_0_way(tmp_path):
     assert stream.names() == ["FINAL_RESPONSE", "FINAL_RESPONSE", "done"]
     assert stream.events[0]["content"] == "echo me"
     assert stream.events[0]["source"] == "Echo agent"
+
+
+def test_run_prints_the_answer_and_json_gives_the_whole_result():
+    from app import AgentResult
+
+    plain = run_cli("run", "showcase", "hello there")
+    assert plain.returncode == 0 and "You asked: 'hello there'" in plain.stdout
+    as_json = run_cli("run", "showcase", "error", "--json")
+    result = AgentResult.model_validate_json(as_json.stdout)
+    assert result.errors[0].code == 400 and result.text.startswith("After an error event")
+
+
+def test_chat_in_a_terminal_streams_answers_and_remembers_the_first_turn():
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(
+        sys.executable, ["-m", "app", "chat", "--agent", "showcase"], cwd=str(ROOT), env=clean_env(),
+        encoding="utf-8", timeout=20, dimensions=(50, 140),
+    )
+    try:
+        child.expect("you ›")
+        child.sendline("first question")
+        child.expect("SOURCES")
+        child.expect("You asked: 'first question'")
+        child.expect("turn 1 of our chat")
+        child.expect("you ›")
+        child.sendline("and another")
+        child.expect("turn 2 of our chat")
+        child.expect("you ›")
+        child.sendline("error")
+        child.expect("error 400: This is what an error event looks like")
+        child.expect("you ›")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    assert "Traceback" not in (child.before or "")
+
+
+def test_chat_over_http_exits_cleanly_on_ctrl_c(showcase_server):
+    pexpect = pytest.importorskip("pexpect")
+    child = pexpect.spawn(
+        sys.executable, ["-m", "app", "chat", "--url", showcase_server.url + "/assist"], cwd=str(ROOT),
+        env=clean_env(), encoding="utf-8", timeout=20, dimensions=(50, 140),
+    )
+    try:
+        child.expect("you ›")
+        child.sendline("over the wire")
+        child.expect("You asked: 'over the wire'")
+        child.expect("you ›")
+        child.sendintr()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0 and "Traceback" not in (child.before or "")

@@ -5,7 +5,8 @@
     ├── ResponseStreamClosedError   an agent emitted after the response was completed
     ├── TextStreamClosedError       an agent emitted to a text stream it had completed
     ├── AgentNotFoundError          ASSIST_AGENT names no agent that can be loaded
-    └── SettingsError               a setting has a value that cannot be used
+    ├── SettingsError               a setting has a value that cannot be used
+    └── RemoteAgentError            an agent over HTTP refused the request or cut the stream
 """
 
 
@@ -31,3 +32,11 @@ class AgentNotFoundError(ProcessorError):
 
 class SettingsError(ProcessorError):
     """A setting from the environment or `.env` has a value that cannot be used."""
+
+
+class RemoteAgentError(ProcessorError):
+    """An agent served over HTTP could not be run: a refused request, or a stream cut before `done`."""
+
+    def __init__(self, message: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from ulid import ULID
 
-from tests.server.conftest import SCRIPTED_TIMEOUT
+from tests.conftest import SCRIPTED_TIMEOUT
 from tests.support.agents import SECRET
 from tests.support.sse import Stream, new_body, new_session, read_stream
 

@@ -94,6 +94,37 @@ class ScriptedAgent(AbstractAgent):
             },
         )
 
+    async def _conventions(self, session, argument, handler: ResponseHandler) -> None:
+        """Every reserved event name of PROTOCOL.md, and agent-named events besides."""
+        thinking = handler.create_text_stream("THINKING")
+        await thinking.emit_chunk("Let me ")
+        await thinking.emit_chunk("look it up.")
+        await thinking.complete()
+        await handler.emit_json("STAGE", {"stage": "search", "phase": "start", "capability": None,
+                                          "outcome": "running", "reason": None, "counts": {}})
+        await handler.emit_json("TOOL_CALL", {"id": "call-1", "name": "search", "arguments": {"q": "weather"}})
+        await handler.emit_json("TOOL_CALL", {"id": "call-2", "name": "fetch", "arguments": {"url": "x"}})
+        await handler.emit_json("TOOL_RESULT", {"id": "call-1", "name": "search", "result": {"hits": 3}, "error": None})
+        await handler.emit_json("TOOL_RESULT", {"id": "call-2", "name": "fetch", "result": None, "error": "timed out"})
+        await handler.emit_json("STAGE", {"stage": "search", "phase": "end", "capability": "web",
+                                          "outcome": "ok", "reason": None, "counts": {"hits": 3}})
+        await handler.emit_json("USAGE", {"requests": 1, "input_tokens": 10, "output_tokens": 5, "total_tokens": 15})
+        await handler.emit_json("USAGE", {"requests": 1, "input_tokens": 7, "output_tokens": 0, "total_tokens": 7})
+        await handler.emit_json("HANDOFF", {"to_agent": "weather", "argument": {"city": "Oslo"}})
+        await handler.emit_json("TOOL_CALL", {"id": "bad"})  # not the convention's shape: a plain document
+        await handler.emit_json("SOURCES", {"results": [1, 2]})
+        await handler.emit_text_block("PLAN", "look, then answer")
+        notes = handler.create_text_stream("NOTES")
+        await notes.emit_chunk("a side note")
+        await notes.complete()
+        await handler.emit_error("one source failed", error_code=502, details={"source": "fetch"})
+        answer = handler.create_text_stream("FINAL_RESPONSE")
+        for word in ("It ", "is ", "sunny."):
+            await answer.emit_chunk(word)
+        await answer.complete()
+        await handler.emit_json("ASK_USER", {"question": "Which city?", "token": "resume-1", "resumable": True})
+        await handler.complete()
+
     async def _session(self, session: Session, argument, handler: ResponseHandler) -> None:
         interactions = session.get_interactions()
         await handler.respond(

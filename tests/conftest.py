@@ -1,3 +1,5 @@
+"""Servers shared by the test packages: started once per session, on loopback."""
+
 import pytest
 
 from tests.support.server import running_server

@@ -1,0 +1,171 @@
+"""Agent: run an agent and read typed events and results, in-process or over HTTP, one pipeline.
+
+    agent = Agent(MyAgent())                                   # in this process
+    agent = Agent("http://127.0.0.1:8000/assist", api_key=...) # on a running service
+    result = await agent.run("hi")                             # AgentResult
+    async with agent.stream("hi") as events:                   # AgentEvents as they come
+        async for event in events: ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import aclosing
+from typing import Any, AsyncIterator, Iterable, Optional
+
+from ulid import ULID
+
+from app.facade.events import AgentEvent
+from app.facade.history import as_messages, interactions_from
+from app.facade.reader import EventReader, ResultBuilder
+from app.facade.result import AgentResult, Message
+from app.facade.transport import HttpTransport, InProcessTransport, Transport
+from app.protocol.request import Query, SessionObject
+from app.runtime.agent import AbstractAgent
+
+DEFAULT_TIMEOUT = 300.0
+_END = object()
+_CANCELLED = object()
+
+
+class Agent:
+    """A handle on one agent: `run()` for a result, `stream()` for events, `run_sync()` for scripts."""
+
+    def __init__(
+        self,
+        agent: AbstractAgent | str,
+        *,
+        api_key: str | None = None,
+        processor_id: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
+        self._transport: Transport
+        if isinstance(agent, AbstractAgent):
+            self._transport = InProcessTransport(agent, timeout)
+            self.processor_id = processor_id or agent.name
+        elif isinstance(agent, str) and agent.startswith(("http://", "https://")):
+            self._transport = HttpTransport(agent, api_key, timeout)
+            self.processor_id = processor_id or "sentient-assist-client"
+        else:
+            raise TypeError(f"Agent() takes an AbstractAgent or an http(s) URL of /assist, got {agent!r}")
+
+    def stream(self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = ()) -> AgentStream:
+        """The run's events as they happen; `cancel()` stops it, and `result()` sums it up."""
+        messages = as_messages(history)
+        chat_id = ULID()
+        session = SessionObject(
+            processor_id=self.processor_id,
+            activity_id=chat_id,
+            request_id=ULID(),
+            interactions=interactions_from(messages, chat_id, self.processor_id),
+        )
+        query = Query(id=ULID(), prompt=prompt)
+        return AgentStream(self._transport.events(query, session), ResultBuilder(prompt, messages))
+
+    async def run(self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = ()) -> AgentResult:
+        """Run one turn to its end and return what it produced."""
+        async with self.stream(prompt, history=history) as events:
+            async for _ in events:
+                pass
+            return events.result()
+
+    def run_sync(self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = ()) -> AgentResult:
+        """`run()` for code that has no event loop of its own."""
+        return asyncio.run(self.run(prompt, history=history))
+
+
+class AgentStream:
+    """An async iterator of AgentEvents.
+
+    The run proceeds in a task of its own, so `cancel()`, called from anywhere,
+    stops the agent (in-process: its task; remote: the connection) and the
+    iteration ends with a `cancelled` event. Leaving early (`break` inside
+    `async with`, `aclose()`, or the reading task being cancelled) stops the
+    agent too.
+    """
+
+    def __init__(self, wire_events: AsyncIterator[Any], builder: ResultBuilder) -> None:
+        self._wire_events = wire_events
+        self._builder = builder
+        self._reader = EventReader()
+        self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=256)
+        self._pump: Optional[asyncio.Task[None]] = None
+        self._finished = False
+        self._cancel_requested = False
+
+    def __aiter__(self) -> AgentStream:
+        return self
+
+    async def __aenter__(self) -> AgentStream:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def __anext__(self) -> AgentEvent:
+        while True:
+            if self._finished:
+                raise StopAsyncIteration
+            if self._cancel_requested:
+                return self._end_cancelled()
+            if self._pump is None:
+                self._pump = asyncio.create_task(self._pump_events())
+            try:
+                item = await self._queue.get()
+            except asyncio.CancelledError:
+                self._pump.cancel()
+                raise
+            if item is _END:
+                self._finished = True
+                raise StopAsyncIteration
+            if item is _CANCELLED:
+                continue
+            if isinstance(item, BaseException):
+                self._finished = True
+                raise item
+            self._builder.add_wire(item)
+            event = self._reader.read(item)
+            if event is not None:
+                self._builder.add(event)
+                self._finished = event.kind == "done"
+                return event
+
+    async def _pump_events(self) -> None:
+        try:
+            async with aclosing(self._wire_events) as events:
+                async for event in events:
+                    await self._queue.put(event)
+            await self._queue.put(_END)
+        except Exception as exc:
+            await self._queue.put(exc)
+
+    def cancel(self) -> None:
+        """Stop the run: the agent stops, and the iteration ends with a `cancelled` event."""
+        if self._finished or self._cancel_requested:
+            return
+        self._cancel_requested = True
+        if self._pump is not None:
+            self._pump.cancel()
+        try:
+            self._queue.put_nowait(_CANCELLED)  # wakes a reader waiting for the next event
+        except asyncio.QueueFull:
+            pass  # a full queue has no reader waiting
+
+    def _end_cancelled(self) -> AgentEvent:
+        self._finished = True
+        event = self._reader.cancelled()
+        self._builder.add(event)
+        return event
+
+    async def aclose(self) -> None:
+        """Stop the run if it is still going, and wait until the agent has been told."""
+        self._finished = True
+        if self._pump is None:
+            await self._wire_events.aclose()  # type: ignore[attr-defined]
+        elif not self._pump.done():
+            self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)
+
+    def result(self) -> AgentResult:
+        """What the run produced so far: all of it once the iteration has ended."""
+        return self._builder.result()

@@ -1,0 +1,89 @@
+"""Typed values of a finished run: what a caller reads instead of raw events."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class Message(_Value):
+    """One turn of a conversation. An assistant turn keeps the wire events it was made of,
+    so that history sent back is what Sentient Chat would send."""
+
+    role: Literal["user", "assistant"]
+    content: str
+    events: tuple[dict[str, Any], ...] = ()
+
+
+class ToolCall(_Value):
+    """A tool the agent called; `id` joins the call to its result. On a completed run
+    exactly one of `result` and `error` is set."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any] = {}
+    result: Any = None
+    error: Optional[str] = None
+
+
+class TokenUsage(_Value):
+    """Tokens the run reported; 0 means unreported, never estimated."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            requests=self.requests + other.requests,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+        )
+
+
+class StageRecord(_Value):
+    """One step of a multi-stage run: counts, never contents."""
+
+    stage: str
+    phase: str
+    capability: Optional[str] = None
+    outcome: str
+    reason: Optional[str] = None
+    counts: dict[str, int] = {}
+
+
+class PendingInterrupt(_Value):
+    """The run stopped to ask the user something; `resumable` says whether `token` can resume it."""
+
+    question: str
+    token: Optional[str] = None
+    resumable: bool = False
+
+
+class ErrorRecord(_Value):
+    """An error event the run sent (the run may have gone on after it)."""
+
+    message: str
+    code: int = 500
+    details: Optional[dict[str, Any]] = None
+
+
+class AgentResult(_Value):
+    """What a run produced. `messages` is the conversation so far, this turn included:
+    pass it as the next call's `history`."""
+
+    text: str = ""
+    messages: tuple[Message, ...] = ()
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: TokenUsage = TokenUsage()
+    stages: tuple[StageRecord, ...] = ()
+    errors: tuple[ErrorRecord, ...] = ()
+    interrupt: Optional[PendingInterrupt] = None
+    cancelled: bool = False

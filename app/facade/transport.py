@@ -1,0 +1,76 @@
+"""Where a facade run happens: in this process, or on a service over HTTP. Both yield wire events."""
+
+from __future__ import annotations
+
+import json
+from contextlib import aclosing
+from typing import Any, AsyncIterator, Protocol
+
+import httpx
+from httpx_sse import aconnect_sse
+from ulid import ULID
+
+from app.protocol.events import DoneEvent, parse_event
+from app.protocol.request import Query, SessionObject
+from app.runtime.agent import AbstractAgent
+from app.runtime.errors import RemoteAgentError
+from app.runtime.run import Run, RunStats
+from app.runtime.session import Session
+
+
+class Transport(Protocol):
+    def events(self, query: Query, session: SessionObject) -> AsyncIterator[Any]:
+        """The wire events of one run, ending with `done`; closing it early stops the agent."""
+        ...
+
+
+class InProcessTransport:
+    """Runs the agent here, through the same runtime the server uses."""
+
+    def __init__(self, agent: AbstractAgent, timeout: float) -> None:
+        self.agent = agent
+        self.timeout = timeout
+
+    async def events(self, query: Query, session: SessionObject) -> AsyncIterator[Any]:
+        run = Run(self.agent, Session(session), query, timeout=self.timeout, stats=RunStats(str(ULID())))
+        async with aclosing(run.items()) as batches:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+
+
+class HttpTransport:
+    """Runs the agent on an /assist service, reading its SSE stream with httpx."""
+
+    def __init__(self, url: str, api_key: str | None, timeout: float) -> None:
+        self.url = url
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # Pings keep a live stream talking; a read that waits longer than this is a dead one.
+        self._timeout = httpx.Timeout(10.0, read=timeout)
+
+    async def events(self, query: Query, session: SessionObject) -> AsyncIterator[Any]:
+        body = {"query": query.model_dump(mode="json"), "session": session.model_dump(mode="json", by_alias=True)}
+        async with httpx.AsyncClient(timeout=self._timeout) as client:
+            try:
+                async with aconnect_sse(client, "POST", self.url, json=body, headers=self._headers) as source:
+                    response = source.response
+                    if response.status_code != 200:
+                        await response.aread()
+                        raise RemoteAgentError(
+                            f"{self.url} answered {response.status_code}: {_detail(response)}", response.status_code
+                        )
+                    async for sse in source.aiter_sse():
+                        event = parse_event(sse.data)
+                        yield event
+                        if isinstance(event, DoneEvent):
+                            return
+            except httpx.HTTPError as exc:
+                raise RemoteAgentError(f"{self.url}: {type(exc).__name__}: {exc}") from exc
+        raise RemoteAgentError(f"{self.url}: the stream ended before done")
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        return json.dumps(response.json().get("detail"))
+    except (ValueError, AttributeError):
+        return response.text[:200]

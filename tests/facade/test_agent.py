@@ -1,0 +1,185 @@
+"""Agent.run()/stream(): the same typed results in-process and over HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import Agent, AgentResult, RemoteAgentError, load_agent
+from tests.support.agents import ScriptedAgent
+
+PROCESSOR = "facade-test"
+
+
+def without_ids(result: AgentResult) -> dict[str, Any]:
+    """The result as data, with what differs between any two runs taken out: ids."""
+    data = result.model_dump(mode="json")
+    for message in data["messages"]:
+        for event in message["events"]:
+            event.pop("id")
+            event.pop("stream_id", None)
+            details = (event.get("content") or {}).get("details") if event["content_type"] == "atomic.error" else None
+            if details:
+                details.pop("request_id", None)
+    for error in data["errors"]:
+        (error["details"] or {}).pop("request_id", None)
+    return data
+
+
+@pytest.fixture(scope="module")
+def both_scripted(request):
+    scripted_server = request.getfixturevalue("scripted_server")
+    return (
+        Agent(ScriptedAgent(), processor_id=PROCESSOR),
+        Agent(scripted_server.url + "/assist", processor_id=PROCESSOR),
+    )
+
+
+@pytest.fixture(scope="module")
+def both_showcase(request):
+    showcase_server = request.getfixturevalue("showcase_server")
+    return (
+        Agent(load_agent("showcase"), processor_id=PROCESSOR),
+        Agent(showcase_server.url + "/assist", processor_id=PROCESSOR),
+    )
+
+
+@pytest.mark.parametrize("prompt", ["What is up?", "error"])
+async def test_showcase_gives_equal_results_in_process_and_over_http(both_showcase, prompt):
+    local, remote = both_showcase
+    assert without_ids(await local.run(prompt)) == without_ids(await remote.run(prompt))
+
+
+@pytest.mark.parametrize("prompt", ["conventions", "raise", "no-complete", "every-event"])
+async def test_scripted_agents_give_equal_results_in_process_and_over_http(both_scripted, prompt):
+    local, remote = both_scripted
+    assert without_ids(await local.run(prompt)) == without_ids(await remote.run(prompt))
+
+
+async def test_every_reserved_event_name_is_read_into_typed_values(both_scripted):
+    local, remote = both_scripted
+    for agent in (local, remote):
+        events = []
+        async with agent.stream("conventions") as stream:
+            async for event in stream:
+                events.append(event)
+            result = stream.result()
+        assert [e.index for e in events] == list(range(len(events)))
+        kinds = [e.kind for e in events]
+        assert kinds == [
+            "thinking", "thinking", "stage", "tool_call", "tool_call", "tool_result", "tool_result", "stage",
+            "usage", "usage", "handoff", "document", "document", "text_block", "text", "error",
+            "text_delta", "text_delta", "text_delta", "ask_user", "done",
+        ]
+        assert events[11].event_name == "TOOL_CALL" and events[11].data == {"id": "bad"}
+        assert result.text == "It is sunny."
+        assert [(c.id, c.name, c.arguments, c.result, c.error) for c in result.tool_calls] == [
+            ("call-1", "search", {"q": "weather"}, {"hits": 3}, None),
+            ("call-2", "fetch", {"url": "x"}, None, "timed out"),
+        ]
+        assert (result.usage.requests, result.usage.input_tokens, result.usage.output_tokens, result.usage.total_tokens) == (2, 17, 5, 22)
+        assert [(s.stage, s.phase, s.outcome, s.counts) for s in result.stages] == [
+            ("search", "start", "running", {}), ("search", "end", "ok", {"hits": 3})
+        ]
+        assert [(e.message, e.code) for e in result.errors] == [("one source failed", 502)]
+        assert result.interrupt is not None and result.interrupt.question == "Which city?" and result.interrupt.resumable
+        assert not result.cancelled
+
+
+async def test_the_answer_text_is_final_response_else_text_blocks_else_empty(both_scripted):
+    local, _ = both_scripted
+    result = await local.run("raise")
+    assert result.text == "partial "  # the chunk sent before it raised
+    assert [e.code for e in result.errors] == [500]
+    only_a_document = await local.run("session")
+    assert only_a_document.text == ""
+    only_a_text_block = await local.run("after-complete:/dev/null")
+    assert only_a_text_block.text == "done already"  # no FINAL_RESPONSE: the text blocks are the answer
+
+
+@pytest.mark.parametrize("where", ["local", "remote"])
+async def test_two_turns_with_history_give_the_agent_the_first_turn(both_scripted, where):
+    agent = dict(zip(("local", "remote"), both_scripted))[where]
+    first = await agent.run("session")
+    assert first.messages[0].content == "session" and first.messages[1].role == "assistant"
+    second = await agent.run("session", history=first.messages)
+    seen = second.messages[-1].events[0]["content"]
+    assert seen["interactions"] == 1 and seen["prompts"] == ["session"]
+    third = await agent.run("session", history=second.messages)
+    assert third.messages[-1].events[0]["content"]["interactions"] == 2
+    assert len(third.messages) == 6
+
+
+async def test_history_written_by_hand_is_accepted(both_scripted):
+    local, _ = both_scripted
+    history = [{"role": "user", "content": "hello"}, {"role": "assistant", "content": "hi there"}]
+    result = await local.run("session", history=history)
+    assert result.messages[-1].events[0]["content"]["prompts"] == ["hello"]
+    with pytest.raises(ValueError, match=r"history\[0\]"):
+        await local.run("session", history=[{"role": "assistant", "content": "first?"}])
+
+
+def wait_for(path: Path, timeout: float = 3.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.parametrize("where", ["local", "remote"])
+async def test_cancel_stops_the_agent_and_ends_with_cancelled(both_scripted, where, tmp_path):
+    agent = dict(zip(("local", "remote"), both_scripted))[where]
+    marker = tmp_path / "cancelled"
+    kinds = []
+    async with agent.stream(f"hang:{marker}") as stream:
+        async for event in stream:
+            kinds.append(event.kind)
+            if event.kind == "text_delta":
+                stream.cancel()
+        assert stream.result().cancelled
+    assert kinds == ["text_delta", "cancelled"]
+    assert await asyncio.to_thread(wait_for, marker)
+
+
+@pytest.mark.parametrize("where", ["local", "remote"])
+async def test_leaving_early_or_cancelling_the_reader_stops_the_agent(both_scripted, where, tmp_path):
+    agent = dict(zip(("local", "remote"), both_scripted))[where]
+    left = tmp_path / "left"
+    async with agent.stream(f"hang:{left}") as stream:
+        async for _ in stream:
+            break
+    assert await asyncio.to_thread(wait_for, left)
+
+    reader_cancelled = tmp_path / "reader-cancelled"
+
+    async def read_all() -> None:
+        async with agent.stream(f"hang:{reader_cancelled}") as stream:
+            async for _ in stream:
+                pass
+
+    task = asyncio.create_task(read_all())
+    await asyncio.sleep(0.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert await asyncio.to_thread(wait_for, reader_cancelled)
+
+
+async def test_a_refused_remote_run_raises_with_the_status(request):
+    guarded = request.getfixturevalue("scripted_server")
+    with pytest.raises(RemoteAgentError) as refused:
+        await Agent(guarded.url + "/nowhere").run("x")
+    assert refused.value.status_code == 404
+    with pytest.raises(RemoteAgentError):
+        await Agent("http://127.0.0.1:9/assist").run("x")
+
+
+def test_run_sync_for_scripts():
+    result = Agent(load_agent("showcase")).run_sync("hi")
+    assert "hi" in result.text
