@@ -37,6 +37,7 @@ from app.runtime import (
     AgentError,
     AgentNotFoundError,
     Hook,
+    ModelProviderError,
     Identity,
     ProcessorError,
     QueueHook,
@@ -48,7 +49,7 @@ from app.runtime import (
     StreamEventEmitter,
     TextStreamClosedError,
 )
-from app.server import DefaultServer, Settings, create_app
+from app.server import DefaultServer, Settings, create_app, load_settings
 from app.version import __version__
 
 # The 0.3.0 package's names for the same things.
@@ -79,6 +80,7 @@ __all__ = [
     "Identity",
     "Interaction",
     "Message",
+    "ModelProviderError",
     "PendingInterrupt",
     "ProcessorError",
     "Query",
@@ -103,4 +105,5 @@ __all__ = [
     "available_agents",
     "create_app",
     "load_agent",
+    "load_settings",
 ]

@@ -74,7 +74,7 @@ def _agents(args: argparse.Namespace) -> int:
     for name in available_agents():
         try:
             agent = load_agent(name)
-        except AgentNotFoundError as exc:
+        except (AgentNotFoundError, SettingsError) as exc:
             print(f"{name:<20} (cannot load: {exc})")
             continue
         print(f"{name:<20} {agent.description}".rstrip())
@@ -108,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         agent = Agent(load_agent(args.agent))
-    except AgentNotFoundError as exc:
+    except (AgentNotFoundError, SettingsError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     result = agent.run_sync(args.prompt)

@@ -9,7 +9,7 @@ from types import ModuleType
 from typing import Any
 
 from app.runtime.agent import AbstractAgent
-from app.runtime.errors import AgentNotFoundError
+from app.runtime.errors import AgentNotFoundError, SettingsError
 
 AGENTS_PACKAGE = "agents"
 
@@ -92,6 +92,8 @@ def _build(target: Any, spec: str) -> AbstractAgent:
     if callable(target):
         try:
             agent = target()
+        except SettingsError:
+            raise  # it names the missing setting and how to set it
         except Exception as exc:
             raise AgentNotFoundError(f"agent {spec!r}: building it failed: {type(exc).__name__}: {exc}") from exc
         if isinstance(agent, AbstractAgent):

@@ -31,10 +31,20 @@ def test_a_bad_setting_stops_start_up_naming_the_variable():
     assert "ASSIST_REQUEST_TIMEOUT" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_agents_lists_the_agents_folder():
-    result = run_cli("agents")
+def test_agents_lists_the_agents_folder_and_says_what_an_agent_is_missing():
+    result = run_cli("agents", env={"MODEL_NAME": ""})
     assert result.returncode == 0
-    assert result.stdout.startswith("showcase")
+    lines = {line.split()[0]: line for line in result.stdout.splitlines()}
+    assert set(lines) >= {"showcase", "chat", "assistant"}
+    assert "No key, no network" in lines["showcase"]
+    assert "MODEL_NAME is not set" in lines["chat"]
+
+
+def test_an_llm_agent_without_model_name_does_not_start_and_says_how_to_fix_it():
+    result = run_cli("serve", "--agent", "assistant", env={"MODEL_NAME": ""})
+    assert result.returncode == 2
+    assert "MODEL_NAME is not set" in result.stderr and "MODEL_NAME=" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_serve_with_two_workers_streams():

@@ -5,11 +5,13 @@ from app.runtime.channel import Channel
 from app.runtime.errors import (
     AgentError,
     AgentNotFoundError,
+    ModelProviderError,
     ProcessorError,
     RemoteAgentError,
     ResponseStreamClosedError,
     SettingsError,
     TextStreamClosedError,
+    UsageLimitExceeded,
 )
 from app.runtime.hook import Hook, QueueHook
 from app.runtime.ids import MonotonicUlid
@@ -27,6 +29,7 @@ __all__ = [
     "Hook",
     "Identity",
     "Interactions",
+    "ModelProviderError",
     "MonotonicUlid",
     "ProcessorError",
     "QueueHook",
@@ -39,5 +42,6 @@ __all__ = [
     "SettingsError",
     "StreamEventEmitter",
     "TextStreamClosedError",
+    "UsageLimitExceeded",
     "check_event_name",
 ]

@@ -6,7 +6,9 @@
     ├── TextStreamClosedError       an agent emitted to a text stream it had completed
     ├── AgentNotFoundError          ASSIST_AGENT names no agent that can be loaded
     ├── SettingsError               a setting has a value that cannot be used
-    └── RemoteAgentError            an agent over HTTP refused the request or cut the stream
+    ├── RemoteAgentError            an agent over HTTP refused the request or cut the stream
+    └── ModelProviderError          a language model's provider failed (bad key, rate limit, timeout)
+        └── UsageLimitExceeded      a language-model run reached its UsageLimits
 """
 
 
@@ -40,3 +42,20 @@ class RemoteAgentError(ProcessorError):
     def __init__(self, message: str, status_code: int | None = None) -> None:
         super().__init__(message)
         self.status_code = status_code
+
+
+class ModelProviderError(ProcessorError):
+    """The language model's provider failed; `error_code` and `details` are what the user is shown."""
+
+    def __init__(self, message: str, error_code: int = 502, details: dict | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.error_code = error_code
+        self.details = details or {}
+
+
+class UsageLimitExceeded(ModelProviderError):
+    """A language-model run reached one of its UsageLimits (turns, tokens) and was stopped."""
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message, 400, {"limit": limit})

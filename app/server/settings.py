@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Optional
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -11,7 +11,7 @@ from app.runtime.errors import SettingsError
 
 ENV_PREFIX = "ASSIST_"
 # Values never repeated in an error message.
-_SECRET_FIELDS = {"api_keys"}
+_SECRET_FIELDS = {"api_keys", "model_api_key"}
 
 
 def _comma_separated(value: object) -> object:
@@ -42,6 +42,24 @@ class Settings(BaseSettings):
         "info", description="Log level."
     )
 
+    # The language model of the LLM agents; the names the official Sentient examples use.
+    model_base_url: Optional[str] = Field(
+        None, validation_alias="MODEL_BASE_URL", description="OpenAI-compatible base URL; empty: OpenAI."
+    )
+    model_api_key: Optional[SecretStr] = Field(
+        None, validation_alias="MODEL_API_KEY", description="The provider's key; optional for local servers."
+    )
+    model_name: Optional[str] = Field(None, validation_alias="MODEL_NAME", description="The model to call.")
+    model_temperature: Optional[float] = Field(
+        None, ge=0, le=2, validation_alias="MODEL_TEMPERATURE", description="Sampling temperature."
+    )
+    model_max_tokens: Optional[int] = Field(
+        None, ge=1, validation_alias="MODEL_MAX_TOKENS", description="Most tokens one model reply may have."
+    )
+    model_timeout: float = Field(
+        60, gt=0, validation_alias="MODEL_TIMEOUT", description="Seconds to wait for the model's next token."
+    )
+
     _split_lists = field_validator("api_keys", "cors_origins", mode="before")(_comma_separated)
 
     @field_validator("log_format", "log_level", mode="before")
@@ -59,5 +77,13 @@ def load_settings(**overrides: object) -> Settings:
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else "?"
             shown = "(hidden)" if field in _SECRET_FIELDS else repr(error.get("input"))
-            problems.append(f"{ENV_PREFIX}{field.upper()}={shown}: {error['msg']}")
+            problems.append(f"{env_name(field)}={shown}: {error['msg']}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets a Settings field."""
+    if field not in Settings.model_fields:
+        return field  # pydantic reports an aliased field by its alias: already the variable
+    alias = Settings.model_fields[field].validation_alias
+    return alias if isinstance(alias, str) else f"{ENV_PREFIX}{field.upper()}"

@@ -1,0 +1,29 @@
+"""Language-model agents: the ChatModel interface, OpenAI-compatible and scripted models,
+tools, and LLMAgent, the streaming tool loop."""
+
+from app.llm.agent import LLMAgent, UsageLimits
+from app.llm.messages import ChatMessage, ModelUsage, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
+from app.llm.model import ChatModel, ModelSettings
+from app.llm.openai_model import OpenAIChatModel
+from app.llm.scripted import ScriptedCall, ScriptedModel, ScriptedReply
+from app.llm.tools import Tool, ToolOutcome, tool
+
+__all__ = [
+    "ChatMessage",
+    "ChatModel",
+    "LLMAgent",
+    "ModelSettings",
+    "ModelUsage",
+    "OpenAIChatModel",
+    "ReasoningDelta",
+    "ScriptedCall",
+    "ScriptedModel",
+    "ScriptedReply",
+    "TextDelta",
+    "Tool",
+    "ToolCallRequest",
+    "ToolOutcome",
+    "ToolSpec",
+    "UsageLimits",
+    "tool",
+]

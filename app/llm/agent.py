@@ -1,0 +1,200 @@
+"""LLMAgent: a language model that streams its answer and calls tools, written once, correctly.
+
+    LLMAgent(model=OpenAIChatModel("gpt-4o-mini"), system_prompt="...", tools=[now, calculate])
+
+Optional behaviour comes as typed config objects; an absent one means the
+behaviour is off (UsageLimits, ModelSettings).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from app.llm.history import chat_history
+from app.llm.messages import (
+    ChatMessage,
+    ModelUsage,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallRequest,
+    assistant,
+    system,
+    tool_result,
+    user,
+)
+from app.llm.model import ChatModel, ModelSettings
+from app.llm.tools import Tool, ToolOutcome
+from app.protocol import conventions as names
+from app.protocol.request import Query
+from app.runtime.agent import AbstractAgent
+from app.runtime.errors import ModelProviderError, UsageLimitExceeded
+from app.runtime.response_handler import ResponseHandler
+from app.runtime.session import Session
+from app.runtime.text_stream import StreamEventEmitter
+
+logger = logging.getLogger("app.llm")
+
+TURN_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True)
+class UsageLimits:
+    """Bounds on one run. `max_turns`: model replies (each tool round is one); `max_tokens`:
+    total tokens reported by the provider, checked after each reply."""
+
+    max_turns: int = 10
+    max_tokens: Optional[int] = None
+
+
+class _RunUsage:
+    __slots__ = ("requests", "input_tokens", "output_tokens", "total_tokens")
+
+    def __init__(self) -> None:
+        self.requests = self.input_tokens = self.output_tokens = self.total_tokens = 0
+
+    def add(self, usage: ModelUsage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.total_tokens += usage.total_tokens or (usage.input_tokens + usage.output_tokens)
+
+    def payload(self) -> dict[str, int]:
+        return names.UsagePayload(
+            requests=self.requests,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            total_tokens=self.total_tokens,
+        ).model_dump()
+
+
+class _Streams:
+    """The run's FINAL_RESPONSE and THINKING streams, opened on first use, shared by all turns."""
+
+    def __init__(self, handler: ResponseHandler) -> None:
+        self._handler = handler
+        self._streams: dict[str, StreamEventEmitter] = {}
+        self._turn_has_text: dict[str, bool] = {}
+
+    def new_turn(self) -> None:
+        self._turn_has_text = {}
+
+    async def write(self, event_name: str, text: str) -> None:
+        stream = self._streams.get(event_name)
+        if stream is None:
+            stream = self._streams[event_name] = self._handler.create_text_stream(event_name)
+        elif not self._turn_has_text.get(event_name):
+            await stream.emit_chunk(TURN_SEPARATOR)  # a later turn's text starts a new paragraph
+        self._turn_has_text[event_name] = True
+        await stream.emit_chunk(text)
+
+    async def close(self, event_name: str) -> None:
+        stream = self._streams.get(event_name)
+        if stream is not None:
+            await stream.complete()
+
+
+class LLMAgent(AbstractAgent):
+    """Streams reasoning to THINKING and the answer to FINAL_RESPONSE as they arrive (text before
+    a tool call included), emits TOOL_CALL, runs one turn's calls concurrently, emits TOOL_RESULT,
+    loops, and ends with a USAGE document summed over the run. Provider failures become error
+    events a user can act on."""
+
+    def __init__(
+        self,
+        *,
+        model: ChatModel,
+        name: str = "llm",
+        description: str = "",
+        system_prompt: str = "",
+        tools: Sequence[Tool] = (),
+        model_settings: Optional[ModelSettings] = None,
+        usage_limits: UsageLimits = UsageLimits(),
+    ) -> None:
+        super().__init__(name)
+        self.description = description or self.description
+        self.model = model
+        self.system_prompt = system_prompt
+        self.tools = {t.name: t for t in tools}
+        self.model_settings = model_settings or ModelSettings()
+        self.usage_limits = usage_limits
+
+    async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
+        messages: list[ChatMessage] = [system(self.system_prompt)] if self.system_prompt else []
+        messages += chat_history(list(session.get_interactions()))
+        messages.append(user(query.prompt))
+        usage = _RunUsage()
+        streams = _Streams(response_handler)
+        failure: Optional[ModelProviderError] = None
+        try:
+            await self._loop(messages, response_handler, streams, usage)
+        except ModelProviderError as exc:
+            logger.warning("model %s stopped: %s", self.model.name, exc.message)
+            failure = exc
+        # The text streams end first; then what went wrong, if anything; then the bill.
+        await streams.close(names.THINKING)
+        await streams.close(names.FINAL_RESPONSE)
+        if failure is not None:
+            await response_handler.emit_error(failure.message, failure.error_code, failure.details or None)
+        await response_handler.emit_json(names.USAGE, usage.payload())
+        await response_handler.complete()
+
+    async def _loop(
+        self, messages: list[ChatMessage], handler: ResponseHandler, streams: _Streams, usage: _RunUsage
+    ) -> None:
+        specs = [t.spec for t in self.tools.values()]
+        limits = self.usage_limits
+        for _ in range(limits.max_turns):
+            streams.new_turn()
+            usage.requests += 1
+            text: list[str] = []
+            calls: list[ToolCallRequest] = []
+            async for event in self.model.stream(messages, specs, self.model_settings):
+                if isinstance(event, TextDelta):
+                    text.append(event.text)
+                    await streams.write(names.FINAL_RESPONSE, event.text)
+                elif isinstance(event, ReasoningDelta):
+                    await streams.write(names.THINKING, event.text)
+                elif isinstance(event, ToolCallRequest):
+                    calls.append(event)
+                elif isinstance(event, ModelUsage):
+                    usage.add(event)
+            messages.append(assistant("".join(text), tuple(calls)))
+            if not calls:
+                return
+            await self._run_tools(calls, messages, handler)
+            if limits.max_tokens is not None and usage.total_tokens >= limits.max_tokens:
+                raise UsageLimitExceeded(
+                    f"Stopped: the run used {usage.total_tokens} tokens, the limit is {limits.max_tokens}.", "max_tokens"
+                )
+        raise UsageLimitExceeded(f"Stopped: the model was still calling tools after {limits.max_turns} turns.", "max_turns")
+
+    async def _run_tools(self, calls: list[ToolCallRequest], messages: list[ChatMessage], handler: ResponseHandler) -> None:
+        for call in calls:
+            await handler.emit_json(
+                names.TOOL_CALL, {"id": call.id, "name": call.name, "arguments": _arguments_object(call.arguments)}
+            )
+        outcomes = await asyncio.gather(*(self._call(call) for call in calls))
+        for call, outcome in zip(calls, outcomes):
+            await handler.emit_json(
+                names.TOOL_RESULT, {"id": call.id, "name": call.name, "result": outcome.result, "error": outcome.error}
+            )
+            content = json.dumps(outcome.result) if outcome.error is None else f"error: {outcome.error}"
+            messages.append(tool_result(call, content))
+
+    async def _call(self, call: ToolCallRequest) -> ToolOutcome:
+        found = self.tools.get(call.name)
+        if found is None:
+            return ToolOutcome(error=f"there is no tool named {call.name!r}; the tools are: {', '.join(self.tools) or 'none'}")
+        return await found.call(call.arguments)
+
+
+def _arguments_object(arguments: str) -> dict[str, Any]:
+    """The call's arguments as an object for TOOL_CALL; text that is not a JSON object is kept raw."""
+    try:
+        parsed = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return {"_raw": arguments}
+    return parsed if isinstance(parsed, dict) else {"_raw": arguments}

@@ -1,0 +1,27 @@
+"""The ChatModel interface: one streamed reply per call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import AsyncIterator, Optional, Protocol, Sequence
+
+from app.llm.messages import ChatMessage, ModelEvent, ToolSpec
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSettings:
+    """Sampling settings; None leaves the provider's default."""
+
+    temperature: Optional[float] = None
+    max_tokens: Optional[int] = None
+
+
+class ChatModel(Protocol):
+    """A chat model. `stream()` yields one reply's events: text and reasoning deltas as they
+    arrive, then each whole tool call, then usage. Failures raise ModelProviderError."""
+
+    name: str
+
+    def stream(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> AsyncIterator[ModelEvent]: ...

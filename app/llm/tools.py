@@ -1,0 +1,140 @@
+"""@tool: a Python function the model can call. Its JSON Schema comes from the signature
+and docstring (pydantic); arguments are validated before the call; a bad argument or an
+exception goes back to the model as the tool's error, never into the stream as a crash."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from typing import Any, Callable, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import to_jsonable_python
+
+from app.llm.messages import ToolSpec
+
+DEFAULT_TOOL_TIMEOUT = 30.0
+_ARGS_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$", re.IGNORECASE)
+_ARG_LINE = re.compile(r"^\s*(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
+
+
+class ToolOutcome(BaseModel):
+    """What one call came to: exactly one of `result` and `error`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    result: Any = None
+    error: Optional[str] = None
+
+
+class Tool:
+    """A callable the model may use; build one with `@tool`."""
+
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        *,
+        name: Optional[str] = None,
+        description: Optional[str] = None,
+        timeout: float = DEFAULT_TOOL_TIMEOUT,
+    ) -> None:
+        self.function = function
+        self.name = name or function.__name__
+        summary, argument_docs = _parse_docstring(inspect.getdoc(function) or "")
+        self.description = description or summary or self.name
+        self.timeout = timeout
+        self._arguments_model = _arguments_model(function, self.name, argument_docs)
+        self._is_async = inspect.iscoroutinefunction(function)
+
+    @property
+    def spec(self) -> ToolSpec:
+        schema = self._arguments_model.model_json_schema()
+        schema.pop("title", None)
+        return ToolSpec(name=self.name, description=self.description, parameters=schema)
+
+    async def call(self, arguments_json: str) -> ToolOutcome:
+        """Validate, run under the timeout, and report: a failure is the tool's error, not ours."""
+        try:
+            raw = json.loads(arguments_json or "{}")
+        except json.JSONDecodeError as exc:
+            return ToolOutcome(error=f"the arguments are not valid JSON: {exc.msg}")
+        if not isinstance(raw, dict):
+            return ToolOutcome(error="the arguments must be a JSON object")
+        try:
+            arguments = self._arguments_model.model_validate(raw)
+        except ValidationError as exc:
+            return ToolOutcome(error="invalid arguments: " + _summary(exc))
+        kwargs = {name: getattr(arguments, name) for name in type(arguments).model_fields}
+        try:
+            async with asyncio.timeout(self.timeout):
+                if self._is_async:
+                    result = await self.function(**kwargs)
+                else:
+                    result = await asyncio.to_thread(self.function, **kwargs)
+        except TimeoutError:
+            return ToolOutcome(error=f"the tool did not finish within {self.timeout:g} seconds")
+        except Exception as exc:
+            return ToolOutcome(error=f"{type(exc).__name__}: {exc}")
+        if result is None:
+            result = "ok"  # a result is never null: null means the call failed
+        try:
+            return ToolOutcome(result=to_jsonable_python(result))
+        except Exception:
+            return ToolOutcome(result=str(result))
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+
+def tool(
+    function: Optional[Callable[..., Any]] = None,
+    *,
+    name: Optional[str] = None,
+    description: Optional[str] = None,
+    timeout: float = DEFAULT_TOOL_TIMEOUT,
+) -> Any:
+    """Make a function (sync or async) a Tool: `@tool` or `@tool(timeout=5)`."""
+
+    def wrap(fn: Callable[..., Any]) -> Tool:
+        return Tool(fn, name=name, description=description, timeout=timeout)
+
+    return wrap(function) if function is not None else wrap
+
+
+def _arguments_model(function: Callable[..., Any], name: str, docs: dict[str, str]) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise TypeError(f"tool {name}: *args and **kwargs cannot be described to a model")
+        annotation = parameter.annotation if parameter.annotation is not inspect.Parameter.empty else Any
+        default = parameter.default if parameter.default is not inspect.Parameter.empty else ...
+        fields[parameter.name] = (annotation, Field(default, description=docs.get(parameter.name)))
+    return create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The summary (text before an Args: section) and each argument's description."""
+    summary_lines: list[str] = []
+    arguments: dict[str, str] = {}
+    in_args = False
+    for line in doc.splitlines():
+        if _ARGS_SECTION.match(line):
+            in_args = True
+            continue
+        if in_args:
+            match = _ARG_LINE.match(line)
+            if match:
+                arguments[match.group(1)] = match.group(2).strip()
+            elif line.strip() and not line.startswith((" ", "\t")):
+                in_args = False
+        if not in_args:
+            summary_lines.append(line)
+    return " ".join(" ".join(summary_lines).split()), arguments
+
+
+def _summary(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in error['loc']) or 'arguments'}: {error['msg']}" for error in exc.errors()
+    )
