@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import aclosing
-from typing import Any, AsyncIterator, Iterable, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional
 
 from ulid import ULID
 
@@ -20,6 +20,7 @@ from app.facade.history import as_messages, interactions_from
 from app.facade.reader import EventReader, ResultBuilder
 from app.facade.result import AgentResult, Message
 from app.facade.transport import HttpTransport, InProcessTransport, Transport
+from app.protocol.events import DoneEvent
 from app.protocol.request import Query, SessionObject
 from app.runtime.agent import AbstractAgent
 
@@ -49,8 +50,18 @@ class Agent:
         else:
             raise TypeError(f"Agent() takes an AbstractAgent or an http(s) URL of /assist, got {agent!r}")
 
-    def stream(self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = ()) -> AgentStream:
-        """The run's events as they happen; `cancel()` stops it, and `result()` sums it up."""
+    def stream(
+        self,
+        prompt: str,
+        *,
+        history: Iterable[Message | dict[str, Any]] = (),
+        forward: Optional[Callable[[Any], Awaitable[None]]] = None,
+    ) -> AgentStream:
+        """The run's events as they happen; `cancel()` stops it, and `result()` sums it up.
+
+        `forward`, if given, is awaited with each wire event but `done`, in order, before it
+        is read: orchestration uses it to stream a sub-agent's events through to its client.
+        """
         messages = as_messages(history)
         chat_id = ULID()
         session = SessionObject(
@@ -60,7 +71,7 @@ class Agent:
             interactions=interactions_from(messages, chat_id, self.processor_id),
         )
         query = Query(id=ULID(), prompt=prompt)
-        return AgentStream(self._transport.events(query, session), ResultBuilder(prompt, messages))
+        return AgentStream(self._transport.events(query, session), ResultBuilder(prompt, messages), forward)
 
     async def run(self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = ()) -> AgentResult:
         """Run one turn to its end and return what it produced."""
@@ -84,8 +95,14 @@ class AgentStream:
     agent too.
     """
 
-    def __init__(self, wire_events: AsyncIterator[Any], builder: ResultBuilder) -> None:
+    def __init__(
+        self,
+        wire_events: AsyncIterator[Any],
+        builder: ResultBuilder,
+        forward: Optional[Callable[[Any], Awaitable[None]]] = None,
+    ) -> None:
         self._wire_events = wire_events
+        self._forward = forward
         self._builder = builder
         self._reader = EventReader()
         self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=256)
@@ -124,6 +141,8 @@ class AgentStream:
                 self._finished = True
                 raise item
             self._builder.add_wire(item)
+            if self._forward is not None and not isinstance(item, DoneEvent):
+                await self._forward(item)
             event = self._reader.read(item)
             if event is not None:
                 self._builder.add(event)

@@ -9,6 +9,7 @@ from ulid import ULID
 from app.facade.result import Message
 from app.protocol import conventions as names
 from app.protocol.events import DoneEvent, ResponseEventAdapter, TextChunkEvent
+from app.protocol.history import assistant_text, user_text
 from app.protocol.request import (
     AssistRequest,
     AssistRequestContent,
@@ -56,3 +57,14 @@ def _events_for_text(text: str, source: str) -> list[dict[str, Any]]:
         DoneEvent(source=source),
     ]
     return [ResponseEventAdapter.dump_python(event, mode="json") for event in events]
+
+
+def messages_from(interactions: Iterable[Interaction]) -> tuple[Message, ...]:
+    """A session's interactions as messages: the inverse of interactions_from()."""
+    messages: list[Message] = []
+    for interaction in interactions:
+        messages.append(Message(role="user", content=user_text(interaction)))
+        if interaction.responses:
+            events = tuple(ResponseEventAdapter.dump_python(r.event, mode="json") for r in interaction.responses)
+            messages.append(Message(role="assistant", content=assistant_text(interaction), events=events))
+    return tuple(messages)

@@ -5,12 +5,13 @@ from app.llm.agent import LLMAgent, UsageLimits
 from app.llm.messages import ChatMessage, ModelUsage, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
 from app.llm.model import ChatModel, ModelSettings
 from app.llm.openai_model import OpenAIChatModel
-from app.llm.scripted import ScriptedCall, ScriptedModel, ScriptedReply
+from app.llm.scripted import FunctionModel, ScriptedCall, ScriptedModel, ScriptedReply
 from app.llm.tools import Tool, ToolOutcome, tool
 
 __all__ = [
     "ChatMessage",
     "ChatModel",
+    "FunctionModel",
     "LLMAgent",
     "ModelSettings",
     "ModelUsage",

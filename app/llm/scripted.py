@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Optional, Sequence
+from typing import Any, AsyncIterator, Callable, Optional, Sequence
 
 from app.llm.messages import (
     ChatMessage,
@@ -50,32 +50,59 @@ class ScriptedModel:
         self._delay = delay
         self.calls: list[tuple[tuple[ChatMessage, ...], tuple[ToolSpec, ...], ModelSettings]] = []
 
-    async def stream(
+    def stream(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], settings: ModelSettings
     ) -> AsyncIterator[ModelEvent]:
         self.calls.append((tuple(messages), tuple(tools), settings))
-        if len(self.calls) > len(self._replies):
-            raise ModelProviderError(f"the script has {len(self._replies)} replies; this is call {len(self.calls)}")
-        reply = self._replies[len(self.calls) - 1]
-        if reply.failure is not None and not reply.fail_after_text:
-            raise reply.failure
-        for piece in _pieces(reply.reasoning):
-            await self._pause()
-            yield ReasoningDelta(piece)
-        for piece in _pieces(reply.text):
-            await self._pause()
-            yield TextDelta(piece)
-        if reply.failure is not None:
-            raise reply.failure
-        for number, call in enumerate(reply.tool_calls):
-            yield ToolCallRequest(id=call.id or f"call_{len(self.calls)}_{number}", name=call.name,
-                                  arguments=json.dumps(call.arguments))
-        if reply.usage is not None:
-            yield reply.usage
+        number = len(self.calls)
+        if number > len(self._replies):
+            return _fail(ModelProviderError(f"the script has {len(self._replies)} replies; this is call {number}"))
+        return play(self._replies[number - 1], call_number=number, delay=self._delay)
 
-    async def _pause(self) -> None:
-        if self._delay:
-            await asyncio.sleep(self._delay)
+
+class FunctionModel:
+    """A ChatModel whose reply a function picks from the messages and tools: stateless, so one
+    instance serves any number of requests at once (an offline stand-in for a real model)."""
+
+    def __init__(
+        self,
+        reply: Callable[[Sequence[ChatMessage], Sequence[ToolSpec]], ScriptedReply],
+        *,
+        name: str = "function",
+        delay: float = 0.0,
+    ) -> None:
+        self.name = name
+        self._reply = reply
+        self._delay = delay
+
+    def stream(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> AsyncIterator[ModelEvent]:
+        return play(self._reply(messages, tools), call_number=len(messages), delay=self._delay)
+
+
+async def play(reply: ScriptedReply, *, call_number: int, delay: float = 0.0) -> AsyncIterator[ModelEvent]:
+    """A reply as a model streams it: reasoning, text word by word, whole tool calls, usage."""
+    if reply.failure is not None and not reply.fail_after_text:
+        raise reply.failure
+    for piece in _pieces(reply.reasoning):
+        await asyncio.sleep(delay)
+        yield ReasoningDelta(piece)
+    for piece in _pieces(reply.text):
+        await asyncio.sleep(delay)
+        yield TextDelta(piece)
+    if reply.failure is not None:
+        raise reply.failure
+    for number, call in enumerate(reply.tool_calls):
+        yield ToolCallRequest(id=call.id or f"call_{call_number}_{number}", name=call.name,
+                              arguments=json.dumps(call.arguments))
+    if reply.usage is not None:
+        yield reply.usage
+
+
+async def _fail(error: ModelProviderError) -> AsyncIterator[ModelEvent]:
+    raise error
+    yield  # pragma: no cover  (makes this an async generator)
 
 
 def _pieces(text: str) -> list[str]:

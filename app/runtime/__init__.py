@@ -5,6 +5,7 @@ from app.runtime.channel import Channel
 from app.runtime.errors import (
     AgentError,
     AgentNotFoundError,
+    CallRefused,
     ModelProviderError,
     ProcessorError,
     RemoteAgentError,
@@ -24,6 +25,7 @@ __all__ = [
     "AbstractAgent",
     "AgentError",
     "AgentNotFoundError",
+    "CallRefused",
     "Channel",
     "ChannelHook",
     "Hook",

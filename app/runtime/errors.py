@@ -7,6 +7,7 @@
     ├── AgentNotFoundError          ASSIST_AGENT names no agent that can be loaded
     ├── SettingsError               a setting has a value that cannot be used
     ├── RemoteAgentError            an agent over HTTP refused the request or cut the stream
+    ├── CallRefused                 an agent-to-agent call was too deep, a loop, or not allowed
     └── ModelProviderError          a language model's provider failed (bad key, rate limit, timeout)
         └── UsageLimitExceeded      a language-model run reached its UsageLimits
 """
@@ -59,3 +60,15 @@ class UsageLimitExceeded(ModelProviderError):
 
     def __init__(self, message: str, limit: str) -> None:
         super().__init__(message, 400, {"limit": limit})
+
+
+class CallRefused(ProcessorError):
+    """An agent-to-agent call was refused: too deep, a loop, or not allowed.
+
+    `reason` is one of "depth", "loop", "blocked"; `error_code` is what the user is shown.
+    """
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.error_code = 403 if reason == "blocked" else 508

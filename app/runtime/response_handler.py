@@ -115,6 +115,17 @@ class ResponseHandler:
         )
         await self._hook.emit(ErrorEvent(source=self._source, content=content))
 
+    async def emit_event(self, event: Any) -> None:
+        """Send a wire event made elsewhere (another agent's, forwarded), its source kept.
+
+        For orchestration: the event gets this response's next id. `done` is not
+        forwarded; `complete()` is the only way to end a response.
+        """
+        self._check_open()
+        if isinstance(event, DoneEvent):
+            raise AgentError("a forwarded `done` would end the response; call complete() instead")
+        await self._hook.emit(event)
+
     async def complete(self) -> None:
         """Complete every open text stream, then send `done`. Idempotent."""
         if self._is_complete:

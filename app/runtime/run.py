@@ -20,7 +20,7 @@ from app.protocol.events import DoneEvent, ErrorContent
 from app.protocol.request import Query
 from app.runtime.agent import AbstractAgent
 from app.runtime.channel import Channel
-from app.runtime.errors import AgentError, ResponseStreamClosedError
+from app.runtime.errors import AgentError, CallRefused, ResponseStreamClosedError
 from app.runtime.ids import MonotonicUlid
 from app.runtime.response_handler import ResponseHandler
 from app.runtime.session import Session
@@ -116,6 +116,11 @@ async def run_agent(
             logger.warning("agent %s timed out after %ss (request %s)", agent.name, timeout, stats.request_id)
             if not handler.is_complete:
                 await handler.emit_error(TIMEOUT_MESSAGE, 504, {"request_id": stats.request_id})
+    except CallRefused as refused:
+        # The framework's own refusal of an agent-to-agent call: its message is safe and says why.
+        logger.warning("agent %s: %s (request %s)", agent.name, refused, stats.request_id)
+        if not handler.is_complete:
+            await handler.emit_error(str(refused), refused.error_code, {"refused": refused.reason, "request_id": stats.request_id})
     except ResponseStreamClosedError:
         # It emitted after complete(): the reader already has `done`.
         logger.warning("agent %s emitted after its response was complete (request %s)", agent.name, stats.request_id)

@@ -1,0 +1,153 @@
+"""Agents calling agents: through the facade, guarded, with a context per call.
+
+Every call made while a request runs shares one record of that request's calls
+(a context variable, so it follows the request's tasks and never sits on an agent):
+
+- depth: at most `max_depth` nested calls (default 5);
+- loops: a call to an agent already in the current chain (A -> B -> A), or the
+  same call (same chain, same agent, same prompt) made twice in the run, is refused;
+- allow and block lists of agent names.
+
+A refusal raises CallRefused; orchestrators turn it into a clear error event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+from app.facade.agent import Agent
+from app.facade.result import AgentResult, Message
+from app.orchestration.context import CallContext, DataSlush, build_context
+from app.orchestration.forwarding import Forwarder
+from app.runtime.agent import AbstractAgent
+from app.runtime.errors import CallRefused
+
+DEFAULT_MAX_DEPTH = 5
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """Limits on agent-to-agent calls for a whole request."""
+
+    max_depth: int = DEFAULT_MAX_DEPTH
+    allow: Optional[frozenset[str]] = None  # None: every agent
+    block: frozenset[str] = frozenset()
+    time_zone: str = "UTC"  # of the temporal signals
+
+
+@dataclass
+class _RequestCalls:
+    """Shared by every call of one request."""
+
+    policy: CallPolicy
+    seen: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Frame:
+    """The call being run now: where it sits in the chain, what it was told, what it leaves."""
+
+    chain: tuple[str, ...]
+    depth: int  # nested calls from the top of the request: 1 for its first call
+    calls: _RequestCalls
+    context: Optional[CallContext] = None
+    slush_out: Optional[DataSlush] = None
+
+
+_current: contextvars.ContextVar[Optional[_Frame]] = contextvars.ContextVar("assist_call_frame", default=None)
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """One finished call: whose, what it produced, and the slush it left for the next agent."""
+
+    agent_name: str
+    result: AgentResult
+    slush: Optional[DataSlush]
+
+
+def current_context() -> Optional[CallContext]:
+    """The context of the call running now (None outside an orchestrated call)."""
+    frame = _current.get()
+    return frame.context if frame is not None else None
+
+
+def publish_slush(signals: dict[str, Any], confidence: float = 0.5) -> DataSlush:
+    """Leave curated signals for the next agent in the chain; returns the slush made."""
+    frame = _current.get()
+    if frame is None or not frame.chain:
+        raise RuntimeError("publish_slush() is for an agent run by call_agent(); there is no call here")
+    slush = DataSlush(source_agent=frame.chain[-1], signals=signals, confidence=confidence)
+    frame.slush_out = slush
+    return slush
+
+
+def check_call(callee: str, prompt: str, *, caller: Optional[str] = None, policy: Optional[CallPolicy] = None) -> None:
+    """Raise CallRefused if calling `callee` now would be too deep, a loop, or not allowed."""
+    chain, depth, calls = _where(caller, policy)
+    _refusal(callee, prompt, chain, depth + 1, calls)
+
+
+def _where(caller: Optional[str], policy: Optional[CallPolicy]) -> tuple[tuple[str, ...], int, _RequestCalls]:
+    frame = _current.get()
+    if frame is not None:
+        return frame.chain, frame.depth, frame.calls
+    return ((caller,) if caller else ()), 0, _RequestCalls(policy or CallPolicy())
+
+
+def _refusal(callee: str, prompt: str, chain: tuple[str, ...], depth: int, calls: _RequestCalls) -> str:
+    policy = calls.policy
+    path = " -> ".join((*chain, callee))
+    if callee in policy.block or (policy.allow is not None and callee not in policy.allow):
+        raise CallRefused(f"calling agent {callee!r} is not allowed ({path})", "blocked")
+    if depth > policy.max_depth:
+        raise CallRefused(f"agent calls nested deeper than {policy.max_depth} were refused ({path})", "depth")
+    if callee in chain:
+        raise CallRefused(f"a call loop was refused: {path}", "loop")
+    key = hashlib.sha256(f"{path}\x00{prompt}".encode()).hexdigest()
+    if key in calls.seen:
+        raise CallRefused(f"the same call was repeated and refused as a loop: {path}", "loop")
+    return key
+
+
+async def call_agent(
+    agent: AbstractAgent | Agent,
+    prompt: str,
+    *,
+    history: Iterable[Message] = (),
+    forward: Optional[Forwarder] = None,
+    upstream_slush: Optional[DataSlush] = None,
+    caller: Optional[str] = None,
+    policy: Optional[CallPolicy] = None,
+) -> CallResult:
+    """Run `agent` on `prompt` through the facade, guarded; its events go to `forward` if given.
+
+    `caller` names the calling agent when no call is running yet (the top of the chain);
+    `policy` applies to the whole request and is taken from the first call.
+    """
+    handle = agent if isinstance(agent, Agent) else Agent(agent)
+    name = agent.name if isinstance(agent, AbstractAgent) else handle.processor_id
+    chain, depth, calls = _where(caller, policy)
+    key = _refusal(name, prompt, chain, depth + 1, calls)
+    calls.seen.add(key)
+    messages = tuple(history)
+    child = _Frame(chain=(*chain, name), depth=depth + 1, calls=calls)
+    child.context = build_context(
+        prompt, messages, time_zone=calls.policy.time_zone, upstream_slush=upstream_slush, call_chain=child.chain
+    )
+    token = _current.set(child)
+    try:
+        async with handle.stream(prompt, history=messages, forward=forward) as events:
+            async for _ in events:
+                pass
+            result = events.result()
+    finally:
+        _current.reset(token)
+        task = asyncio.current_task()
+        if forward is not None and not (task is not None and task.cancelling()):
+            await forward.close_open_streams()
+    return CallResult(agent_name=name, result=result, slush=child.slush_out)

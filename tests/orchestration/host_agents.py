@@ -1,0 +1,126 @@
+"""Hosts and specialists for the host tests; factories serve them at /assist (module:attr)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Sequence
+
+from app import AbstractAgent, Query, ResponseHandler, Session
+from app.llm import FunctionModel, ScriptedCall, ScriptedReply
+from app.llm.messages import ChatMessage, ToolSpec
+from app.orchestration import CallPolicy, HandoffLimits, HostAgent, Specialist, call_agent
+from app.orchestration.forwarding import Forwarder
+
+
+class Speaker(AbstractAgent):
+    """Says its words one by one; `wait_for` makes it wait (bounded) for another speaker to start."""
+
+    def __init__(self, name: str, words: Sequence[str], *, pause: float = 0.0) -> None:
+        super().__init__(name)
+        self.words = list(words)
+        self.pause = pause
+        self.started = asyncio.Event()  # set per run; tests that need it make a fresh agent
+        self.wait_for: "Speaker | None" = None
+
+    async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
+        self.started.set()
+        if self.wait_for is not None:
+            # Finishes only once the other has started: proves the two run at the same time.
+            await asyncio.wait_for(self.wait_for.started.wait(), timeout=5)
+        stream = response_handler.create_text_stream("FINAL_RESPONSE")
+        for word in self.words:
+            await stream.emit_chunk(word)
+            await asyncio.sleep(self.pause)
+        await stream.complete()
+        await response_handler.complete()
+
+
+class Failing(AbstractAgent):
+    name = "failing"
+
+    async def assist(self, session, query, response_handler):
+        await response_handler.emit_text_block("STATUS", "trying")
+        raise RuntimeError("specialist broke")
+
+
+class CallsBack(AbstractAgent):
+    """Calls the agent it is given: with the host, a loop (host -> calls_back -> host)."""
+
+    name = "calls_back"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.target: AbstractAgent | None = None
+
+    async def assist(self, session, query, response_handler):
+        await call_agent(self.target, query.prompt, forward=Forwarder(response_handler))
+        await response_handler.complete()
+
+
+class Nesting(AbstractAgent):
+    """Calls a fresh Nesting one level down, `levels` times: deep, but never a loop."""
+
+    def __init__(self, level: int) -> None:
+        super().__init__(f"level{level}")
+        self.level = level
+
+    async def assist(self, session, query, response_handler):
+        await response_handler.emit_text_block("LEVEL", str(self.level))
+        await call_agent(Nesting(self.level + 1), query.prompt, forward=Forwarder(response_handler))
+        await response_handler.complete()
+
+
+def handing_off(*targets: str, preamble: str = "Let me hand this over.", task: str | None = None):
+    """A host model that hands off to `targets` on the user's turn and answers itself after tool results."""
+
+    def reply(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) -> ScriptedReply:
+        if messages[-1].role == "tool":
+            return ScriptedReply(text="I answered it myself.")
+        if not targets:
+            return ScriptedReply(text="A direct answer, streamed word by word.")
+        arguments = [{"reason": f"{t} fits", **({"task": task} if task else {})} for t in targets]
+        return ScriptedReply(text=preamble, tool_calls=tuple(ScriptedCall(t, a) for t, a in zip(targets, arguments)))
+
+    return FunctionModel(reply)
+
+
+def make_host(*targets: str, **options) -> HostAgent:
+    specialists = options.pop("specialists", None) or [
+        Specialist(Speaker("alpha", ["alpha ", "speaks ", "first"], pause=0.01), "the first"),
+        Specialist(Speaker("beta", ["beta ", "speaks ", "second"]), "the second"),
+        Specialist(Failing(), "fails"),
+    ]
+    return HostAgent(model=handing_off(*targets), specialists=specialists, **options)
+
+
+# Factories for `ASSIST_AGENT=tests.orchestration.host_agents:<name>`.
+
+def direct_host() -> HostAgent:
+    return make_host()
+
+
+def two_handoffs_host() -> HostAgent:
+    return make_host("alpha", "beta")
+
+
+def unknown_name_host() -> HostAgent:
+    return make_host("nobody")
+
+
+def failing_specialist_host() -> HostAgent:
+    return make_host("failing")
+
+
+def loop_host() -> HostAgent:
+    calls_back = CallsBack()
+    host = make_host("calls_back", specialists=[Specialist(calls_back, "calls the host back")])
+    calls_back.target = host
+    return host
+
+
+def deep_host() -> HostAgent:
+    return make_host("level1", specialists=[Specialist(Nesting(1), "goes deep")], policy=CallPolicy(max_depth=3))
+
+
+def capped_host() -> HostAgent:
+    return make_host("alpha", "beta", limits=HandoffLimits(max_handoffs=1))

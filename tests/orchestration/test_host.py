@@ -1,0 +1,183 @@
+"""HostAgent with stand-in host models: through the facade, and through a real /assist stream."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from app import Agent
+from app.orchestration import CallPolicy, Specialist
+from tests.orchestration import host_agents
+from tests.orchestration.host_agents import Speaker, make_host
+from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
+from tests.support.server import running_server
+from tests.support.sse import new_body, read_stream
+
+FACTORIES = ["direct_host", "two_handoffs_host", "unknown_name_host", "failing_specialist_host", "loop_host", "deep_host", "capped_host"]
+
+
+async def run_in_process(factory: str, prompt: str = "help me"):
+    agent = Agent(getattr(host_agents, factory)())
+    events = []
+    async with agent.stream(prompt) as stream:
+        async for event in stream:
+            events.append(event)
+        return events, stream.result()
+
+
+@pytest.fixture(scope="module")
+def served():
+    """One real server per host factory, started on first use."""
+    servers: dict[str, Any] = {}
+    stack = []
+    try:
+        def url_of(factory: str) -> str:
+            if factory not in servers:
+                context = running_server({"ASSIST_AGENT": f"tests.orchestration.host_agents:{factory}"})
+                servers[factory] = context.__enter__()
+                stack.append(context)
+            return servers[factory].url
+
+        yield url_of
+    finally:
+        for context in reversed(stack):
+            context.__exit__(None, None, None)
+
+
+def wire(served, factory: str, prompt: str = "help me"):
+    stream = read_stream(served(factory), new_body(prompt))
+    assert_well_ended(stream)
+    assert_streams_completed(stream)
+    return stream
+
+
+def text_by_source(events: list[dict]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for event in events:
+        if event["event_name"] == "FINAL_RESPONSE":
+            found[event["source"]] = found.get(event["source"], "") + event["content"]
+    return found
+
+
+async def test_a_direct_answer_streams(served):
+    events, result = await run_in_process("direct_host")
+    assert [e.kind for e in events].count("text_delta") > 3
+    assert "handoff" not in [e.kind for e in events]
+    assert result.text == "A direct answer, streamed word by word."
+    stream = wire(served, "direct_host")
+    assert stream.names().count("FINAL_RESPONSE") > 3 and "HANDOFF" not in stream.names()
+
+
+async def test_a_hand_off_after_preamble_text_is_not_missed(served):
+    events, result = await run_in_process("two_handoffs_host")
+    kinds = [e.kind for e in events]
+    assert kinds.index("text_delta") < kinds.index("handoff")
+    assert result.text.startswith("Let me hand this over.\n\n")
+    stream = wire(served, "two_handoffs_host")
+    handoffs = [e["content"] for e in stream.events if e["event_name"] == "HANDOFF"]
+    assert handoffs == [
+        {"to_agent": "alpha", "argument": {"reason": "alpha fits", "task": None}},
+        {"to_agent": "beta", "argument": {"reason": "beta fits", "task": None}},
+    ]
+    # Each specialist's events arrive under its own source.
+    assert text_by_source(stream.events) == {
+        "host": "Let me hand this over.\n\n", "alpha": "alpha speaks first", "beta": "beta speaks second"
+    }
+
+
+async def test_two_hand_offs_run_at_once_and_reach_the_client_in_a_fixed_order():
+    alpha = Speaker("alpha", ["a1 ", "a2 ", "a3"], pause=0.02)
+    beta = Speaker("beta", ["b1 ", "b2"])
+    alpha.wait_for = beta  # alpha ends only after beta has started: they run concurrently
+    host = make_host("alpha", "beta", specialists=[Specialist(alpha, "first"), Specialist(beta, "second")])
+    result = await Agent(host).run("both")
+    chunks = [e for e in result.messages[-1].events if e["event_name"] == "FINAL_RESPONSE" and e["source"] != "host"]
+    sources = [e["source"] for e in chunks]
+    assert sources == sorted(sources, key=["alpha", "beta"].index), "beta's words came before alpha was done"
+    assert result.text.endswith("a1 a2 a3b1 b2")
+
+
+async def test_an_unknown_specialist_goes_to_the_fallback_or_the_host_answers(served):
+    _, answered_by_host = await run_in_process("unknown_name_host")
+    assert answered_by_host.text == "Let me hand this over.\n\nI answered it myself."
+    assert not answered_by_host.errors
+    with_fallback = make_host("nobody", fallback="beta")
+    result = await Agent(with_fallback).run("x")
+    assert "beta speaks second" in result.text
+    stream = wire(served, "unknown_name_host")
+    assert "error" not in stream.names() and stream.names()[-1] == "done"
+
+
+async def test_handoff_event_then_callbacks_in_order_then_the_specialist():
+    log: list[str] = []
+    beta = Speaker("beta", ["hi"])
+
+    async def first(handoff):
+        await asyncio.sleep(0.1)  # time for the reader to take what was sent before this callback
+        log.append(f"first:{handoff.to_agent}:{beta.started.is_set()}")
+
+    async def second(handoff):
+        log.append(f"second:{handoff.to_agent}:{beta.started.is_set()}")
+
+    async def broken(handoff):
+        raise RuntimeError("an observer failed")
+
+    host = make_host("beta", specialists=[Specialist(beta, "says hi")], on_handoff=[first, broken, second])
+    events = []
+    async with Agent(host).stream("x") as stream:
+        async for event in stream:
+            if event.kind == "handoff":
+                log.append("handoff-event")
+            events.append(event)
+    assert log == ["handoff-event", "first:beta:False", "second:beta:False"]
+    assert beta.started.is_set() and stream.result().text.endswith("hi")
+
+
+async def test_a_failing_specialist_is_an_error_under_its_name_and_the_host_ends_well(served):
+    _, result = await run_in_process("failing_specialist_host")
+    assert [(e.code, e.details["error_type"]) for e in result.errors] == [(500, "RuntimeError")]
+    stream = wire(served, "failing_specialist_host")
+    error = next(e for e in stream.events if e["event_name"] == "error")
+    assert error["source"] == "failing" and "specialist broke" not in stream.raw.decode()
+    assert stream.names()[-2:] == ["USAGE", "done"]
+
+
+async def test_a_loop_back_to_the_host_is_refused_with_a_clear_error(served):
+    _, result = await run_in_process("loop_host")
+    assert [(e.code, e.details["refused"]) for e in result.errors] == [(508, "loop")]
+    assert "host -> calls_back -> host" in result.errors[0].message
+    stream = wire(served, "loop_host")
+    assert any(e["event_name"] == "error" and e["content"]["error_code"] == 508 for e in stream.events)
+
+
+async def test_calls_nested_past_the_depth_limit_are_refused(served):
+    events, result = await run_in_process("deep_host")
+    levels = [e.text for e in events if e.event_name == "LEVEL"]
+    assert levels == ["1", "2", "3"]
+    assert [(e.code, e.details["refused"]) for e in result.errors] == [(508, "depth")]
+    stream = wire(served, "deep_host")
+    assert [e["content"] for e in stream.events if e["event_name"] == "LEVEL"] == ["1", "2", "3"]
+
+
+async def test_blocked_specialists_are_refused_and_hand_offs_are_capped(served):
+    blocked = make_host("alpha", policy=CallPolicy(block=frozenset({"alpha"})))
+    result = await Agent(blocked).run("x")
+    assert [(e.code, e.details) for e in result.errors] == [(403, {"refused": "blocked"})]
+    _, capped = await run_in_process("capped_host")
+    assert [e.details for e in capped.errors] == [{"limit": "max_handoffs"}]
+    assert "alpha speaks first" in capped.text and "beta" not in capped.text
+    stream = wire(served, "capped_host")
+    assert [e["content"]["to_agent"] for e in stream.events if e["event_name"] == "HANDOFF"] == ["alpha"]
+
+
+async def test_a_summarizer_speaks_for_the_specialists():
+    summarizer = host_agents.FunctionModel(
+        lambda messages, tools: host_agents.ScriptedReply(text=f"Summary of {len(messages) - 2} answers.")
+    )
+    host = make_host("alpha", "beta", summarizer=summarizer)
+    result = await Agent(host).run("x")
+    sources = {e["source"] for e in result.messages[-1].events}
+    assert sources == {"host"}, "with a summarizer, the specialists are not heard directly"
+    assert result.text.endswith("Summary of 2 answers.")
