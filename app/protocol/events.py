@@ -63,7 +63,12 @@ def dumps_json(value: Any) -> str:
 def _frame(event_name: str, data: str) -> bytes:
     if _LINE_BREAKS_JSON_KEEPS.search(data) is not None:
         data = _LINE_BREAKS_JSON_KEEPS.sub(_escape_line_breaks, data)
-    return ("event: " + event_name + "\ndata: " + data + "\n\n").encode()
+    frame = "event: " + event_name + "\ndata: " + data + "\n\n"
+    try:
+        return frame.encode()
+    except UnicodeEncodeError:
+        # A lone surrogate (from "\ud800" in a request, say) has no UTF-8 form: U+FFFD stands in.
+        return frame.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
 
 
 def _head(content_type: str, event_name: str, id: str, source: str, metadata) -> str:

@@ -51,6 +51,13 @@ class Channel(Generic[T]):
         if reader is not None and not reader.done():
             reader.set_result(None)
 
+    def close(self) -> None:
+        """No more items: the reader takes what is left, then stops."""
+        self._closed = True
+        reader = self._reader
+        if reader is not None and not reader.done():
+            reader.set_result(None)
+
     async def take_all(self) -> list[T]:
         """Everything that is ready; waits while there is nothing."""
         while not self._items:

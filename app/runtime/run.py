@@ -205,6 +205,11 @@ class Run(Generic[T]):
             return
         self.stats.agent_failed = True
         details = {"error_type": error_type, "request_id": self.stats.request_id}
-        self.hook.send_now(
-            self.handler.close_now(ErrorContent(error_message=AGENT_FAILED_MESSAGE, error_code=500, details=details))
-        )
+        try:
+            self.hook.send_now(
+                self.handler.close_now(ErrorContent(error_message=AGENT_FAILED_MESSAGE, error_code=500, details=details))
+            )
+        except Exception:
+            # Even the closing events could not be made: end the stream without them rather than hang.
+            logger.exception("could not send the closing events (request %s)", self.stats.request_id)
+            self._channel.close()

@@ -12,6 +12,7 @@ from app.server.request_id import REQUEST_ID_HEADER, request_id_from
 
 logger = logging.getLogger("app.access")
 _HEADER = REQUEST_ID_HEADER.lower().encode()
+CLIENT_CLOSED_REQUEST = 499
 
 
 class AccessLogMiddleware:
@@ -32,7 +33,7 @@ class AccessLogMiddleware:
         request_id = request_id_from(_header(scope, _HEADER))
         state = scope.setdefault("state", {})
         state["request_id"] = request_id
-        status = 500
+        status: int | None = None
 
         async def send_with_request_id(message: Message) -> None:
             nonlocal status
@@ -43,9 +44,16 @@ class AccessLogMiddleware:
                 message = {**message, "headers": headers}
             await send(message)
 
+        failed = False
         try:
             await self.app(scope, receive, send_with_request_id)
+        except BaseException:
+            failed = True
+            raise
         finally:
+            if status is None:
+                # No response started: a failure of ours (500), or a client that left first (499, as nginx logs it).
+                status = 500 if failed else CLIENT_CLOSED_REQUEST
             fields = {
                 "request_id": request_id,
                 "method": scope["method"],

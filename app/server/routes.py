@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
 from app.protocol.request import Request as AssistBody
@@ -32,6 +32,7 @@ are comment lines (`: ping`). The last event is always `done`.
     response_class=EventSourceResponse,
     responses={
         200: {"description": _STREAM_DESCRIPTION, "content": {"text/event-stream": {}}},
+        400: {"description": "The body cannot be parsed at all (not UTF-8, nested past the parser's limits)."},
         401: {"description": "ASSIST_API_KEYS is set and the request has no valid `Authorization: Bearer` key."},
         413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES."},
         422: {"description": "The body is not a valid request; `detail` names each bad field."},
@@ -69,4 +70,6 @@ async def readyz() -> JSONResponse:
     return JSONResponse({"status": "ready"})
 
 
-router.add_api_route("/metrics", metrics_endpoint, methods=["GET"], summary="Prometheus metrics", include_in_schema=True)
+router.add_api_route(
+    "/metrics", metrics_endpoint, methods=["GET"], summary="Prometheus metrics", response_class=PlainTextResponse
+)

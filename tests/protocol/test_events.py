@@ -339,9 +339,11 @@ def test_non_finite_numbers_cannot_be_framed(build, value):
 
 
 @pytest.mark.parametrize("build", TEXT_EVENTS.values(), ids=TEXT_EVENTS.keys())
-def test_text_utf8_cannot_carry_cannot_be_framed(build):
-    with pytest.raises(ValueError):
-        build("lone surrogate \ud800").sse_frame()
+def test_a_lone_surrogate_utf8_cannot_carry_is_replaced_so_the_frame_still_goes_out(build):
+    frame = build("lone surrogate \ud800 here").sse_frame()
+    frame.decode("utf-8")  # strict: the frame is valid UTF-8
+    assert "lone surrogate \ufffd here" in frame.decode()
+    ReferenceAdapter.validate_json(frame_data(frame))
 
 
 def metadata_event_data(keys: int) -> str:

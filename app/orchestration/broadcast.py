@@ -1,0 +1,260 @@
+"""Broadcast: one prompt to several agents, four ways.
+
+- `broadcast_all`: every agent at once; an outcome per agent, in the agents' order.
+- `race`: every agent at once; the first success wins and the rest are cancelled.
+- `fallback`: one after another until one succeeds; each failure's slush goes on to the next.
+- `chain`: one after another; each agent's slush is the next one's `upstream_slush`.
+
+Every call goes through call_agent(), so the depth, loop and allow/block guards apply (a
+refused call is an outcome with status "refused", not an exception). Success means the call
+finished, was not cancelled, and its result has no errors. A per-agent `timeout` cancels a
+call that runs past it ("timeout"). Cancelling the caller cancels every agent still running,
+and waits for them. All state lives in the call: nothing is kept on an agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Iterable, Literal, Optional, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from app.facade.agent import Agent
+from app.facade.result import AgentResult, Message
+from app.orchestration.calls import CallPolicy, call_agent
+from app.orchestration.context import DataSlush
+from app.runtime.agent import AbstractAgent
+from app.runtime.errors import CallRefused
+
+Status = Literal["ok", "failed", "timeout", "cancelled", "refused"]
+AnyAgent = AbstractAgent | Agent
+
+
+def _agent_name(agent: AnyAgent) -> str:
+    """The name call_agent() calls `agent` by."""
+    return agent.name if isinstance(agent, AbstractAgent) else agent.processor_id
+
+
+class Outcome(BaseModel):
+    """How one agent's call went: `result` when it finished, `error` when it did not succeed,
+    `slush` what it published, `upstream_slush` what it was given."""
+
+    model_config = ConfigDict(frozen=True)
+
+    agent: str
+    status: Status
+    result: Optional[AgentResult] = None
+    error: Optional[str] = None
+    slush: Optional[DataSlush] = None
+    upstream_slush: Optional[DataSlush] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def failure_slush(self) -> DataSlush:
+        """What a failed call hands on when it published nothing: that it failed, and why."""
+        return DataSlush(
+            source_agent=self.agent,
+            signals={"failed": True, "status": self.status, "error": self.error},
+            confidence=0.0,
+        )
+
+    def handed_on(self) -> DataSlush:
+        """The slush the next agent gets: what this one published, else (failed) its failure."""
+        if self.slush is not None:
+            return self.slush
+        return self.failure_slush()
+
+
+class RaceResult(BaseModel):
+    """The first success (None if none succeeded) and every agent's outcome, in the agents' order."""
+
+    model_config = ConfigDict(frozen=True)
+
+    winner: Optional[Outcome]
+    outcomes: tuple[Outcome, ...]
+
+
+class FallbackResult(BaseModel):
+    """The agent that succeeded (None if none did) and the outcomes of those that ran, in order."""
+
+    model_config = ConfigDict(frozen=True)
+
+    winner: Optional[Outcome]
+    outcomes: tuple[Outcome, ...]
+
+
+async def run_one(
+    agent: AnyAgent,
+    prompt: str,
+    *,
+    history: Iterable[Message] = (),
+    timeout: Optional[float] = None,
+    upstream_slush: Optional[DataSlush] = None,
+    caller: Optional[str] = None,
+    policy: Optional[CallPolicy] = None,
+) -> Outcome:
+    """One guarded call as an Outcome; it raises only when the caller itself is cancelled."""
+    name = _agent_name(agent)
+    given = {"agent": name, "upstream_slush": upstream_slush}
+    try:
+        async with asyncio.timeout(timeout) as deadline:
+            call = await call_agent(
+                agent, prompt, history=history, upstream_slush=upstream_slush, caller=caller, policy=policy
+            )
+    except CallRefused as exc:
+        return Outcome(status="refused", error=str(exc), **given)
+    except TimeoutError as exc:
+        if deadline.expired():
+            return Outcome(status="timeout", error=f"no answer within {timeout}s; the call was cancelled", **given)
+        return Outcome(status="failed", error=_describe(exc), **given)
+    except Exception as exc:  # a remote agent that refused the request or cut its stream
+        return Outcome(status="failed", error=_describe(exc), **given)
+    result = call.result
+    if result.cancelled:
+        status: Status = "cancelled"
+        error: Optional[str] = "the run was cancelled"
+    elif result.errors:
+        status, error = "failed", "; ".join(f"{e.message} ({e.code})" for e in result.errors)
+    else:
+        status, error = "ok", None
+    return Outcome(status=status, result=result, error=error, slush=call.slush, **given)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+async def broadcast_all(
+    agents: Sequence[AnyAgent],
+    prompt: str,
+    *,
+    history: Iterable[Message] = (),
+    timeout: Optional[float] = None,
+    upstream_slush: Optional[DataSlush] = None,
+    caller: Optional[str] = None,
+    policy: Optional[CallPolicy] = None,
+) -> list[Outcome]:
+    """Every agent at once; their outcomes in the agents' order. One failing fails only itself."""
+    messages = tuple(history)
+    async with asyncio.TaskGroup() as group:
+        tasks = [
+            group.create_task(
+                run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=upstream_slush,
+                        caller=caller, policy=policy),
+                name=f"broadcast:{_agent_name(agent)}",
+            )
+            for agent in agents
+        ]
+    return [task.result() for task in tasks]
+
+
+async def race(
+    agents: Sequence[AnyAgent],
+    prompt: str,
+    *,
+    history: Iterable[Message] = (),
+    timeout: Optional[float] = None,
+    upstream_slush: Optional[DataSlush] = None,
+    caller: Optional[str] = None,
+    policy: Optional[CallPolicy] = None,
+) -> RaceResult:
+    """Every agent at once; the first success wins, the others are cancelled ("cancelled").
+
+    A failure does not end the race; when every agent fails there is no winner. Of successes
+    seen at the same moment, the first in the agents' order wins.
+    """
+    messages = tuple(history)
+    tasks = [
+        asyncio.create_task(
+            run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=upstream_slush,
+                    caller=caller, policy=policy),
+            name=f"race:{_agent_name(agent)}",
+        )
+        for agent in agents
+    ]
+    winner: Optional[Outcome] = None
+    try:
+        pending = set(tasks)
+        while pending and winner is None:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            for task in tasks:
+                if task in done and task.result().ok:
+                    winner = task.result()
+                    break
+    finally:
+        # Reached by a win, by every agent having ended, or by the caller being cancelled.
+        await _cancel_and_wait(tasks)
+    outcomes = tuple(
+        Outcome(agent=_agent_name(agent), status="cancelled", error="cancelled: another agent won the race",
+                upstream_slush=upstream_slush)
+        if task.cancelled() else task.result()
+        for agent, task in zip(agents, tasks)
+    )
+    return RaceResult(winner=winner, outcomes=outcomes)
+
+
+async def _cancel_and_wait(tasks: list[asyncio.Task[Outcome]]) -> None:
+    for task in tasks:
+        task.cancel()
+    # Waiting is what makes "cancelled" true: each agent has stopped when this returns.
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def fallback(
+    agents: Sequence[AnyAgent],
+    prompt: str,
+    *,
+    history: Iterable[Message] = (),
+    timeout: Optional[float] = None,
+    upstream_slush: Optional[DataSlush] = None,
+    caller: Optional[str] = None,
+    policy: Optional[CallPolicy] = None,
+) -> FallbackResult:
+    """One agent after another until one succeeds.
+
+    Each failed agent's slush (what it published, else a slush saying it failed and why, with
+    confidence 0) becomes the next agent's `upstream_slush`.
+    """
+    messages = tuple(history)
+    outcomes: list[Outcome] = []
+    slush = upstream_slush
+    for agent in agents:
+        outcome = await run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=slush,
+                                caller=caller, policy=policy)
+        outcomes.append(outcome)
+        if outcome.ok:
+            return FallbackResult(winner=outcome, outcomes=tuple(outcomes))
+        slush = outcome.handed_on()
+    return FallbackResult(winner=None, outcomes=tuple(outcomes))
+
+
+async def chain(
+    agents: Sequence[AnyAgent],
+    prompt: str,
+    *,
+    history: Iterable[Message] = (),
+    timeout: Optional[float] = None,
+    upstream_slush: Optional[DataSlush] = None,
+    caller: Optional[str] = None,
+    policy: Optional[CallPolicy] = None,
+    stop_on_failure: bool = False,
+) -> list[Outcome]:
+    """One agent after another, each given the previous one's slush as `upstream_slush`.
+
+    An agent that succeeds without publishing hands on nothing (the next starts afresh); one
+    that fails hands on what it published, else its failure. With `stop_on_failure`, the
+    chain ends at the first failure and the outcomes so far are returned.
+    """
+    messages = tuple(history)
+    outcomes: list[Outcome] = []
+    slush = upstream_slush
+    for agent in agents:
+        outcome = await run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=slush,
+                                caller=caller, policy=policy)
+        outcomes.append(outcome)
+        if not outcome.ok and stop_on_failure:
+            break
+        slush = outcome.slush if outcome.ok else outcome.handed_on()
+    return outcomes
