@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import aclosing
+from urllib.parse import urlsplit
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional
 
 from ulid import ULID
@@ -46,7 +47,7 @@ class Agent:
             self.processor_id = processor_id or agent.name
         elif isinstance(agent, str) and agent.startswith(("http://", "https://")):
             self._transport = HttpTransport(agent, api_key, timeout)
-            self.processor_id = processor_id or "sentient-assist-client"
+            self.processor_id = processor_id or urlsplit(agent).netloc
         else:
             raise TypeError(f"Agent() takes an AbstractAgent or an http(s) URL of /assist, got {agent!r}")
 

@@ -90,13 +90,16 @@ async def _read_line(console: Console) -> str:
     loop = asyncio.get_running_loop()
     answer: asyncio.Future[str] = loop.create_future()
 
+    def settle(line: str | None) -> None:
+        if not answer.done():
+            answer.set_result(line) if line is not None else answer.set_exception(EOFError())
+
     def read() -> None:
         try:
-            line = console.input(PROMPT)
-        except BaseException as exc:  # EOFError (Ctrl-D), KeyboardInterrupt
-            loop.call_soon_threadsafe(lambda: answer.done() or answer.set_exception(EOFError(str(exc))))
-        else:
-            loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(line))
+            line: str | None = console.input(PROMPT)
+        except BaseException:  # EOFError (Ctrl-D), KeyboardInterrupt: the chat ends
+            line = None
+        loop.call_soon_threadsafe(settle, line)
 
     threading.Thread(target=read, daemon=True).start()
     return await answer

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 
 from app.facade.agent import Agent
 from app.facade.result import AgentResult, Message
-from app.orchestration.calls import CallPolicy, call_agent
+from app.orchestration.calls import CallPolicy, call_agent, calls_of_request
 from app.orchestration.context import DataSlush
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import CallRefused
@@ -60,11 +60,11 @@ class Outcome(BaseModel):
             confidence=0.0,
         )
 
-    def handed_on(self) -> DataSlush:
-        """The slush the next agent gets: what this one published, else (failed) its failure."""
+    def handed_on(self) -> Optional[DataSlush]:
+        """The slush the next agent gets: what this one published; else its failure, if it failed."""
         if self.slush is not None:
             return self.slush
-        return self.failure_slush()
+        return None if self.ok else self.failure_slush()
 
 
 class RaceResult(BaseModel):
@@ -137,17 +137,18 @@ async def broadcast_all(
     policy: Optional[CallPolicy] = None,
 ) -> list[Outcome]:
     """Every agent at once; their outcomes in the agents' order. One failing fails only itself."""
-    messages = tuple(history)
-    async with asyncio.TaskGroup() as group:
-        tasks = [
-            group.create_task(
-                run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=upstream_slush,
-                        caller=caller, policy=policy),
-                name=f"broadcast:{_agent_name(agent)}",
-            )
-            for agent in agents
-        ]
-    return [task.result() for task in tasks]
+    with calls_of_request(caller, policy):  # concurrent or not, one request's calls
+        messages = tuple(history)
+        async with asyncio.TaskGroup() as group:
+            tasks = [
+                group.create_task(
+                    run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=upstream_slush,
+                            caller=caller, policy=policy),
+                    name=f"broadcast:{_agent_name(agent)}",
+                )
+                for agent in agents
+            ]
+        return [task.result() for task in tasks]
 
 
 async def race(
@@ -165,34 +166,35 @@ async def race(
     A failure does not end the race; when every agent fails there is no winner. Of successes
     seen at the same moment, the first in the agents' order wins.
     """
-    messages = tuple(history)
-    tasks = [
-        asyncio.create_task(
-            run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=upstream_slush,
-                    caller=caller, policy=policy),
-            name=f"race:{_agent_name(agent)}",
+    with calls_of_request(caller, policy):  # concurrent or not, one request's calls
+        messages = tuple(history)
+        tasks = [
+            asyncio.create_task(
+                run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=upstream_slush,
+                        caller=caller, policy=policy),
+                name=f"race:{_agent_name(agent)}",
+            )
+            for agent in agents
+        ]
+        winner: Optional[Outcome] = None
+        try:
+            pending = set(tasks)
+            while pending and winner is None:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for task in tasks:
+                    if task in done and task.result().ok:
+                        winner = task.result()
+                        break
+        finally:
+            # Reached by a win, by every agent having ended, or by the caller being cancelled.
+            await _cancel_and_wait(tasks)
+        outcomes = tuple(
+            Outcome(agent=_agent_name(agent), status="cancelled", error="cancelled: another agent won the race",
+                    upstream_slush=upstream_slush)
+            if task.cancelled() else task.result()
+            for agent, task in zip(agents, tasks)
         )
-        for agent in agents
-    ]
-    winner: Optional[Outcome] = None
-    try:
-        pending = set(tasks)
-        while pending and winner is None:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            for task in tasks:
-                if task in done and task.result().ok:
-                    winner = task.result()
-                    break
-    finally:
-        # Reached by a win, by every agent having ended, or by the caller being cancelled.
-        await _cancel_and_wait(tasks)
-    outcomes = tuple(
-        Outcome(agent=_agent_name(agent), status="cancelled", error="cancelled: another agent won the race",
-                upstream_slush=upstream_slush)
-        if task.cancelled() else task.result()
-        for agent, task in zip(agents, tasks)
-    )
-    return RaceResult(winner=winner, outcomes=outcomes)
+        return RaceResult(winner=winner, outcomes=outcomes)
 
 
 async def _cancel_and_wait(tasks: list[asyncio.Task[Outcome]]) -> None:
@@ -217,17 +219,18 @@ async def fallback(
     Each failed agent's slush (what it published, else a slush saying it failed and why, with
     confidence 0) becomes the next agent's `upstream_slush`.
     """
-    messages = tuple(history)
-    outcomes: list[Outcome] = []
-    slush = upstream_slush
-    for agent in agents:
-        outcome = await run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=slush,
-                                caller=caller, policy=policy)
-        outcomes.append(outcome)
-        if outcome.ok:
-            return FallbackResult(winner=outcome, outcomes=tuple(outcomes))
-        slush = outcome.handed_on()
-    return FallbackResult(winner=None, outcomes=tuple(outcomes))
+    with calls_of_request(caller, policy):  # concurrent or not, one request's calls
+        messages = tuple(history)
+        outcomes: list[Outcome] = []
+        slush = upstream_slush
+        for agent in agents:
+            outcome = await run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=slush,
+                                    caller=caller, policy=policy)
+            outcomes.append(outcome)
+            if outcome.ok:
+                return FallbackResult(winner=outcome, outcomes=tuple(outcomes))
+            slush = outcome.handed_on()
+        return FallbackResult(winner=None, outcomes=tuple(outcomes))
 
 
 async def chain(
@@ -247,14 +250,15 @@ async def chain(
     that fails hands on what it published, else its failure. With `stop_on_failure`, the
     chain ends at the first failure and the outcomes so far are returned.
     """
-    messages = tuple(history)
-    outcomes: list[Outcome] = []
-    slush = upstream_slush
-    for agent in agents:
-        outcome = await run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=slush,
-                                caller=caller, policy=policy)
-        outcomes.append(outcome)
-        if not outcome.ok and stop_on_failure:
-            break
-        slush = outcome.slush if outcome.ok else outcome.handed_on()
+    with calls_of_request(caller, policy):  # concurrent or not, one request's calls
+        messages = tuple(history)
+        outcomes: list[Outcome] = []
+        slush = upstream_slush
+        for agent in agents:
+            outcome = await run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=slush,
+                                    caller=caller, policy=policy)
+            outcomes.append(outcome)
+            if not outcome.ok and stop_on_failure:
+                break
+            slush = outcome.handed_on()
     return outcomes

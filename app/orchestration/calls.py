@@ -16,8 +16,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from app.facade.agent import Agent
 from app.facade.result import AgentResult, Message
@@ -70,6 +71,24 @@ class CallResult:
     slush: Optional[DataSlush]
 
 
+@contextmanager
+def calls_of_request(caller: Optional[str] = None, policy: Optional[CallPolicy] = None) -> Iterator[None]:
+    """Make the calls inside share one record (depth, loops, policy) when no call is running yet.
+
+    For an orchestrator at the top of a request: calls it starts concurrently (tasks copy
+    the context when they are made) then count as one request's calls.
+    """
+    if _current.get() is not None:
+        yield
+        return
+    root = _Frame(chain=(caller,) if caller else (), depth=0, calls=_RequestCalls(policy or CallPolicy()))
+    token = _current.set(root)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
 def current_context() -> Optional[CallContext]:
     """The context of the call running now (None outside an orchestrated call)."""
     frame = _current.get()
@@ -79,7 +98,7 @@ def current_context() -> Optional[CallContext]:
 def publish_slush(signals: dict[str, Any], confidence: float = 0.5) -> DataSlush:
     """Leave curated signals for the next agent in the chain; returns the slush made."""
     frame = _current.get()
-    if frame is None or not frame.chain:
+    if frame is None or frame.depth == 0:
         raise RuntimeError("publish_slush() is for an agent run by call_agent(); there is no call here")
     slush = DataSlush(source_agent=frame.chain[-1], signals=signals, confidence=confidence)
     frame.slush_out = slush

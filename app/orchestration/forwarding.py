@@ -8,6 +8,7 @@ cancelled) are closed, so every text stream still ends with its last chunk.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from app.protocol.events import TextChunkEvent
@@ -22,6 +23,7 @@ class Forwarder:
         self._open: dict[str, TextChunkEvent] = {}
 
     async def __call__(self, event: Any) -> None:
+        event = dataclasses.replace(event)  # our id goes on a copy: the sub-agent's result keeps its own
         if isinstance(event, TextChunkEvent):
             if event.is_complete:
                 self._open.pop(event.stream_id, None)

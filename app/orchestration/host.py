@@ -37,7 +37,7 @@ from app.llm.messages import (
 )
 from app.llm.history import chat_history
 from app.llm.model import ChatModel, ModelSettings
-from app.orchestration.calls import CallPolicy, CallResult, call_agent
+from app.orchestration.calls import CallPolicy, CallResult, call_agent, calls_of_request
 from app.orchestration.forwarding import Forwarder
 from app.protocol import conventions as names
 from app.protocol.request import Query
@@ -154,6 +154,10 @@ class HostAgent(AbstractAgent):
         ]
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
+        with calls_of_request(self.name, self.policy):
+            await self._assist(session, query, response_handler)
+
+    async def _assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
         interactions = list(session.get_interactions())
         conversation = messages_from(interactions)
         messages = [system(self.system_prompt)] + chat_history(interactions) + [user(query.prompt)]

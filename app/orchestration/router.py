@@ -38,7 +38,7 @@ from app.orchestration.forwarding import Forwarder
 from app.protocol import conventions as names
 from app.protocol.request import Query
 from app.runtime.agent import AbstractAgent
-from app.runtime.errors import CallRefused
+from app.runtime.errors import CallRefused, NoRouteError
 from app.runtime.response_handler import ResponseHandler
 from app.runtime.session import Session
 
@@ -187,7 +187,7 @@ class Router:
         """The first rule that matches, else the default; LookupError when neither."""
         route = self.match(prompt, processor_id=processor_id, metadata=metadata)
         if route is None:
-            raise LookupError(
+            raise NoRouteError(
                 f"no rule matched the request ({len(self._entries)} rules tried) and the router has no default "
                 "agent; add a rule with always=True or give Router(default=...)"
             )

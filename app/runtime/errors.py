@@ -8,6 +8,7 @@
     ├── SettingsError               a setting has a value that cannot be used
     ├── RemoteAgentError            an agent over HTTP refused the request or cut the stream
     ├── CallRefused                 an agent-to-agent call was too deep, a loop, or not allowed
+    ├── NoRouteError                no routing rule matched and there is no default agent
     └── ModelProviderError          a language model's provider failed (bad key, rate limit, timeout)
         └── UsageLimitExceeded      a language-model run reached its UsageLimits
 """
@@ -72,3 +73,7 @@ class CallRefused(ProcessorError):
         super().__init__(message)
         self.reason = reason
         self.error_code = 403 if reason == "blocked" else 508
+
+
+class NoRouteError(ProcessorError, LookupError):
+    """No routing rule matched and the router has no default agent."""

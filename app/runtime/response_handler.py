@@ -13,6 +13,7 @@ from app.protocol.events import (
     ErrorContent,
     ErrorEvent,
     TextBlockEvent,
+    TextChunkEvent,
     dumps_json,
 )
 from app.runtime.agent import Identity
@@ -48,6 +49,7 @@ class ResponseHandler:
         self._source = source.id if isinstance(source, Identity) else source
         self._hook = hook
         self._streams: list[StreamEventEmitter] = []
+        self._forwarded: dict[str, TextChunkEvent] = {}  # open streams of other agents, sent through here
         self._is_complete = False
 
     @property
@@ -124,6 +126,11 @@ class ResponseHandler:
         self._check_open()
         if isinstance(event, DoneEvent):
             raise AgentError("a forwarded `done` would end the response; call complete() instead")
+        if isinstance(event, TextChunkEvent):
+            if event.is_complete:
+                self._forwarded.pop(event.stream_id, None)
+            else:
+                self._forwarded.setdefault(event.stream_id, event)
         await self._hook.emit(event)
 
     async def complete(self) -> None:
@@ -133,10 +140,19 @@ class ResponseHandler:
         # Closed before the first await: a second complete(), or an emit from another
         # task, cannot slip in between the last chunks and `done`.
         self._is_complete = True
-        for stream in self._streams:
-            if not stream.is_complete:
-                await self._hook.emit(stream.last_chunk())
+        for chunk in self._last_chunks():
+            await self._hook.emit(chunk)
         await self._hook.emit(DoneEvent(source=self._source))
+
+    def _last_chunks(self) -> list[TextChunkEvent]:
+        """The closing chunk of every stream still open: this agent's, and those it forwarded."""
+        chunks = [stream.last_chunk() for stream in self._streams if not stream.is_complete]
+        forwarded, self._forwarded = self._forwarded, {}
+        chunks += [
+            TextChunkEvent(event_name=f.event_name, source=f.source, stream_id=f.stream_id, is_complete=True, content="")
+            for f in forwarded.values()
+        ]
+        return chunks
 
     def close_now(self, error: Optional[ErrorContent] = None) -> list[Any]:
         """Mark the response complete at once; return the events that end it, for the server to send.
@@ -147,7 +163,7 @@ class ResponseHandler:
         if self._is_complete:
             return []
         self._is_complete = True
-        events: list[Any] = [stream.last_chunk() for stream in self._streams if not stream.is_complete]
+        events: list[Any] = self._last_chunks()
         if error is not None:
             events.append(ErrorEvent(source=self._source, content=error))
         events.append(DoneEvent(source=self._source))
