@@ -60,10 +60,17 @@ def dumps_json(value: Any) -> str:
     return _dumps(value)
 
 
+def _escaped(json_text: str) -> str:
+    if _LINE_BREAKS_JSON_KEEPS.search(json_text) is not None:
+        return _LINE_BREAKS_JSON_KEEPS.sub(_escape_line_breaks, json_text)
+    return json_text
+
+
 def _frame(event_name: str, data: str) -> bytes:
-    if _LINE_BREAKS_JSON_KEEPS.search(data) is not None:
-        data = _LINE_BREAKS_JSON_KEEPS.sub(_escape_line_breaks, data)
-    frame = "event: " + event_name + "\ndata: " + data + "\n\n"
+    return _encode("event: " + event_name + "\ndata: " + _escaped(data) + "\n\n")
+
+
+def _encode(frame: str) -> bytes:
     try:
         return frame.encode()
     except UnicodeEncodeError:
@@ -131,14 +138,45 @@ class TextChunkEvent:
     content: str
 
     def sse_frame(self) -> bytes:
-        head = _head(TEXT_STREAM, self.event_name, self.id, self.source, self.metadata)
-        return _frame(
-            self.event_name,
-            head
-            + ',"stream_id":' + _dumps(self.stream_id)
-            + ',"is_complete":' + ("true" if self.is_complete else "false")
-            + ',"content":' + _dumps(self.content) + "}",
-        )
+        if self.metadata is not None:
+            head = _head(TEXT_STREAM, self.event_name, self.id, self.source, self.metadata)
+            return _frame(
+                self.event_name,
+                head
+                + ',"stream_id":' + _dumps(self.stream_id)
+                + ',"is_complete":' + ("true" if self.is_complete else "false")
+                + ',"content":' + _dumps(self.content) + "}",
+            )
+        # The hot path: all but the id and the content is the same for every chunk of a stream.
+        key = (self.event_name, self.source, self.stream_id, self.is_complete)
+        template = _CHUNK_TEMPLATES.get(key)
+        if template is None:
+            template = _chunk_template(*key)
+        content = _dumps(self.content)
+        if _LINE_BREAKS_JSON_KEEPS.search(content) is not None:
+            content = _LINE_BREAKS_JSON_KEEPS.sub(_escape_line_breaks, content)
+        return _encode(template[0] + self.id + template[1] + content + "}\n\n")
+
+
+# (event_name, source, stream_id, is_complete) -> the frame's text before the id, and between
+# the id and the content. Bounded: emptied when it grows past the limit.
+_CHUNK_TEMPLATES: dict[tuple[str, str, str, bool], tuple[str, str]] = {}
+_CHUNK_TEMPLATES_LIMIT = 16_384
+
+
+def _chunk_template(event_name: str, source: str, stream_id: str, is_complete: bool) -> tuple[str, str]:
+    if len(_CHUNK_TEMPLATES) >= _CHUNK_TEMPLATES_LIMIT:
+        _CHUNK_TEMPLATES.clear()
+    before_id = (
+        "event: " + event_name + "\ndata: "
+        + _escaped('{"content_type":"chunked.text","event_name":' + _dumps(event_name) + ',"schema_version":"1.0","id":"')
+    )
+    after_id = _escaped(
+        '","source":' + _dumps(source) + ',"metadata":null,"stream_id":' + _dumps(stream_id)
+        + ',"is_complete":' + ("true" if is_complete else "false") + ',"content":'
+    )
+    template = _CHUNK_TEMPLATES[(event_name, source, stream_id, is_complete)] = (before_id, after_id)
+    return template
 
 
 @dataclass(slots=True, kw_only=True)

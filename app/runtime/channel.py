@@ -3,14 +3,14 @@
 Writers wait for room *before* they make their item, then put it with no await
 in between: items leave in the order they were made, even with several writer
 tasks. The reader takes everything that is ready at once, so a burst of events
-becomes one write.
+becomes one write. It holds no task of its own; a stream with nothing to say
+costs a list and, while someone waits, one future.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections import deque
-from typing import Generic, TypeVar
+from typing import Generic, Optional, TypeVar
 
 T = TypeVar("T")
 
@@ -19,10 +19,10 @@ class Channel(Generic[T]):
     __slots__ = ("_items", "_capacity", "_reader", "_writers", "_closed")
 
     def __init__(self, capacity: int = 256) -> None:
-        self._items: deque[T] = deque()
+        self._items: list[T] = []
         self._capacity = capacity
-        self._reader: asyncio.Future[None] | None = None
-        self._writers: deque[asyncio.Future[None]] = deque()
+        self._reader: Optional[asyncio.Future[None]] = None
+        self._writers: Optional[list[asyncio.Future[None]]] = None  # made when a writer first waits
         self._closed = False
 
     @property
@@ -36,6 +36,8 @@ class Channel(Generic[T]):
     async def wait_for_room(self) -> None:
         while len(self._items) >= self._capacity:
             waiter = asyncio.get_running_loop().create_future()
+            if self._writers is None:
+                self._writers = []
             self._writers.append(waiter)
             try:
                 await waiter
@@ -47,32 +49,41 @@ class Channel(Generic[T]):
         self._items.append(item)
         if last:
             self._closed = True
-        reader = self._reader
-        if reader is not None and not reader.done():
-            reader.set_result(None)
+        self._wake_reader()
 
     def close(self) -> None:
         """No more items: the reader takes what is left, then stops."""
         self._closed = True
+        self._wake_reader()
+
+    def _wake_reader(self) -> None:
         reader = self._reader
         if reader is not None and not reader.done():
             reader.set_result(None)
 
-    async def take_all(self) -> list[T]:
-        """Everything that is ready; waits while there is nothing."""
-        while not self._items:
+    async def take_all(self, idle_after: Optional[float] = None) -> Optional[list[T]]:
+        """Everything that is ready, waiting while there is nothing: [] once closed and empty,
+        None if `idle_after` seconds passed with nothing (time for a keepalive)."""
+        if not self._items:
             if self._closed:
                 return []
-            self._reader = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            self._reader = loop.create_future()
+            timer = loop.call_later(idle_after, self._wake_reader) if idle_after else None
             try:
                 await self._reader
             finally:
                 self._reader = None
-        items = list(self._items)
-        self._items.clear()
+                if timer is not None:
+                    timer.cancel()
+            if not self._items:
+                return [] if self._closed else None
+        items = self._items
+        self._items = []
         writers = self._writers
-        while writers:
-            waiter = writers.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
+        if writers:
+            self._writers = None
+            for waiter in writers:
+                if not waiter.done():
+                    waiter.set_result(None)
         return items

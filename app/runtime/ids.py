@@ -12,6 +12,8 @@ _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 # Two base32 characters for every 10-bit value: half the lookups of one per character.
 _PAIRS = [a + b for a in _CROCKFORD for b in _CROCKFORD]
 _RANDOM_BITS = 80
+_RANDOM_MASK = (1 << _RANDOM_BITS) - 1
+_LOW_MASK = (1 << 40) - 1
 
 
 def _encode_time(ms: int) -> str:
@@ -19,23 +21,18 @@ def _encode_time(ms: int) -> str:
     return p[ms >> 40] + p[(ms >> 30) & 1023] + p[(ms >> 20) & 1023] + p[(ms >> 10) & 1023] + p[ms & 1023]
 
 
-def _encode_random(n: int) -> str:
-    p = _PAIRS
-    return (
-        p[n >> 70] + p[(n >> 60) & 1023] + p[(n >> 50) & 1023] + p[(n >> 40) & 1023]
-        + p[(n >> 30) & 1023] + p[(n >> 20) & 1023] + p[(n >> 10) & 1023] + p[n & 1023]
-    )
-
-
 class MonotonicUlid:
     """Makes ULID strings, each greater than the one before (one generator per response)."""
 
-    __slots__ = ("_ms", "_time_part", "_random")
+    __slots__ = ("_ms", "_time_part", "_high", "_high_part", "_low")
 
     def __init__(self) -> None:
         self._ms = -1
         self._time_part = ""
-        self._random = 0
+        # The 80-bit random part as two 40-bit halves: an increment re-encodes only the low one.
+        self._high = 0
+        self._high_part = ""
+        self._low = 0
 
     def __call__(self) -> str:
         ms = time.time_ns() // 1_000_000
@@ -43,11 +40,24 @@ class MonotonicUlid:
             self._ms = ms
             self._time_part = _encode_time(ms)
             # 79 random bits: room for 2**79 increments before the millisecond could overflow.
-            self._random = int.from_bytes(os.urandom(10), "big") >> 1
+            self._set_random(int.from_bytes(os.urandom(10), "big") >> 1)
         else:
-            self._random += 1
-            if self._random >> _RANDOM_BITS:
-                self._ms += 1
-                self._time_part = _encode_time(self._ms)
-                self._random = 0
-        return self._time_part + _encode_random(self._random)
+            self._low += 1
+            if self._low >> 40:
+                self._set_random(((self._high << 40) + self._low) & _RANDOM_MASK)  # carry into the high half
+                if self._high == 0 and self._low == 0:  # all 80 bits overflowed: the next millisecond
+                    self._ms += 1
+                    self._time_part = _encode_time(self._ms)
+        low = self._low
+        p = _PAIRS
+        return (
+            self._time_part + self._high_part
+            + p[low >> 30] + p[(low >> 20) & 1023] + p[(low >> 10) & 1023] + p[low & 1023]
+        )
+
+    def _set_random(self, value: int) -> None:
+        self._high = value >> 40
+        self._low = value & _LOW_MASK
+        high = self._high
+        p = _PAIRS
+        self._high_part = p[high >> 30] + p[(high >> 20) & 1023] + p[(high >> 10) & 1023] + p[high & 1023]

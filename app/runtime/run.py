@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from typing import Any, AsyncIterator, Callable, Generic, TypeVar
+from typing import Any, AsyncIterator, Callable, Generic, Optional, TypeVar
 
 from app.protocol.events import DoneEvent, ErrorContent
 from app.protocol.request import Query
@@ -169,11 +169,15 @@ class Run(Generic[T]):
             self.task.cancel()
         self.hook.send_now(self.handler.close_now(error))
 
-    async def items(self) -> AsyncIterator[list[T]]:
-        """Everything the run sends, in batches of what was ready together; the agent stops if this closes early."""
+    async def items(self, idle_after: Optional[float] = None) -> AsyncIterator[list[T]]:
+        """Everything the run sends, in batches of what was ready together; an empty batch after
+        `idle_after` seconds of silence (for a keepalive). The agent stops if this closes early."""
         try:
             while True:
-                batch = await self._channel.take_all()
+                batch = await self._channel.take_all(idle_after)
+                if batch is None:
+                    yield []
+                    continue
                 if not batch:
                     if self.stats.outcome == "open":
                         self.stats.outcome = "completed"

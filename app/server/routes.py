@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import EventSourceResponse
 
 from app.protocol.request import Request as AssistBody
 from app.runtime.session import Session
@@ -15,7 +15,6 @@ from app.server.streaming import ShutdownSignal, sse_frames
 
 router = APIRouter()
 
-_PING = ServerSentEvent(comment="ping", sep="\n")
 # Seconds a stream gets, once its shutdown grace is over, to send its last `error` and `done`.
 _SHUTDOWN_FLUSH_SECONDS = 2.0
 
@@ -47,11 +46,13 @@ async def assist(body: AssistBody, request: Request) -> EventSourceResponse:
     request.state.stream_stats = stats
     session = Session(body.session) if body.session is not None else Session.new(agent.name)
     shutdown = ShutdownSignal(settings.shutdown_grace)
-    frames = sse_frames(agent, session, body.query, timeout=settings.request_timeout, stats=stats, shutdown=shutdown)
+    frames = sse_frames(
+        agent, session, body.query, timeout=settings.request_timeout, stats=stats,
+        ping_interval=settings.ping_interval, shutdown=shutdown,
+    )
     return EventSourceResponse(
         frames,
-        ping=settings.ping_interval,
-        ping_message_factory=lambda: _PING,
+        ping=0,  # sse_frames pings when the stream is idle
         sep="\n",
         shutdown_event=shutdown,  # type: ignore[arg-type]
         shutdown_grace_period=settings.shutdown_grace + _SHUTDOWN_FLUSH_SECONDS,

@@ -17,6 +17,8 @@ from app.runtime.run import ChannelHook, Run, RunStats
 from app.runtime.session import Session
 
 SHUTDOWN_MESSAGE = "The server is shutting down; please retry."
+# A comment line: clients skip it, proxies see a live connection.
+PING_FRAME = b": ping\n\n"
 
 
 class SseHook(ChannelHook[bytes]):
@@ -71,16 +73,21 @@ async def sse_frames(
     *,
     timeout: float,
     stats: RunStats,
+    ping_interval: float,
     shutdown: ShutdownSignal | None = None,
 ) -> AsyncIterator[bytes]:
-    """The bytes of the response: every frame that is ready goes out in one write."""
+    """The bytes of the response: every frame that is ready goes out in one write, and a
+    ping after `ping_interval` seconds of silence (our own: no timer task per stream)."""
     run = Run(agent, session, query, timeout=timeout, stats=stats, make_hook=SseHook)
     if shutdown is not None:
         shutdown.bind(run)
     try:
-        async with aclosing(run.items()) as batches:
+        async with aclosing(run.items(idle_after=ping_interval)) as batches:
             async for frames in batches:
-                yield frames[0] if len(frames) == 1 else b"".join(frames)
+                if not frames:
+                    yield PING_FRAME
+                else:
+                    yield frames[0] if len(frames) == 1 else b"".join(frames)
     finally:
         if shutdown is not None:
             shutdown.cancel_timer()

@@ -90,7 +90,7 @@ def test_random_part_overflow_moves_to_the_next_millisecond(monkeypatch):
     freeze_clock(monkeypatch)
     next_id = MonotonicUlid()
     first = next_id()
-    next_id._random = 2**80 - 1
+    next_id._set_random(2**80 - 1)
     overflowed, after = next_id(), next_id()
     assert first < overflowed < after
     assert (milliseconds(overflowed), random_part(overflowed)) == (FROZEN_MS + 1, 0)
@@ -101,7 +101,7 @@ def test_largest_random_part_stays_in_its_millisecond(monkeypatch):
     freeze_clock(monkeypatch)
     next_id = MonotonicUlid()
     first = next_id()
-    next_id._random = 2**80 - 2
+    next_id._set_random(2**80 - 2)
     largest = next_id()
     assert first < largest
     assert largest.endswith("Z" * 16)

@@ -417,3 +417,10 @@ async def test_session_interactions_iterate_with_for_and_async_for():
     assert len(interactions) == 3
     assert [i.request.event.prompt for i in interactions] == ["first", "second", "third"]
     assert [i.request.event.prompt async for i in interactions] == ["first", "second", "third"]
+
+
+async def test_channel_take_all_says_idle_after_a_quiet_spell_then_still_delivers():
+    channel: Channel = Channel(4)
+    assert await asyncio.wait_for(channel.take_all(idle_after=0.05), timeout=1) is None
+    asyncio.get_running_loop().call_later(0.02, channel.put_nowait, "late")
+    assert await asyncio.wait_for(channel.take_all(idle_after=5), timeout=1) == ["late"]
