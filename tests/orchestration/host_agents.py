@@ -124,3 +124,52 @@ def deep_host() -> HostAgent:
 
 def capped_host() -> HostAgent:
     return make_host("alpha", "beta", limits=HandoffLimits(max_handoffs=1))
+
+
+# Served hosts for the order and callback cases (one request per test; the log is reset per request).
+
+CALLBACK_LOG: list[str] = []
+
+
+class Reporter(AbstractAgent):
+    """Answers with what the on_handoff callbacks had logged when it started."""
+
+    name = "reporter"
+
+    async def assist(self, session, query, response_handler):
+        await response_handler.respond("FINAL_RESPONSE", ",".join(CALLBACK_LOG))
+
+
+def callbacks_host() -> HostAgent:
+    async def first(handoff):
+        CALLBACK_LOG.clear()
+        await asyncio.sleep(0.05)
+        CALLBACK_LOG.append(f"first:{handoff.to_agent}")
+
+    async def second(handoff):
+        CALLBACK_LOG.append(f"second:{handoff.to_agent}")
+
+    return make_host("reporter", specialists=[Specialist(Reporter(), "reports")], on_handoff=[first, second])
+
+
+def ordered_host() -> AbstractAgent:
+    def build() -> HostAgent:
+        alpha = Speaker("alpha", ["a1 ", "a2 ", "a3"], pause=0.02)
+        beta = Speaker("beta", ["b1 ", "b2"])
+        alpha.wait_for = beta  # alpha ends only after beta has started: they run at the same time
+        return make_host("alpha", "beta", specialists=[Specialist(alpha, "first"), Specialist(beta, "second")])
+
+    return _FreshPerRequest(build)
+
+
+class _FreshPerRequest(AbstractAgent):
+    """Builds its host anew for each request, so test speakers never share an Event across requests."""
+
+    name = "host"
+
+    def __init__(self, build) -> None:
+        super().__init__()
+        self._build = build
+
+    async def assist(self, session, query, response_handler):
+        await self._build().assist(session, query, response_handler)

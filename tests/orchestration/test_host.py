@@ -99,6 +99,18 @@ async def test_two_hand_offs_run_at_once_and_reach_the_client_in_a_fixed_order()
     assert result.text.endswith("a1 a2 a3b1 b2")
 
 
+def test_over_the_wire_two_hand_offs_arrive_in_order_and_callbacks_run_before_the_specialist(served):
+    stream = wire(served, "ordered_host")
+    specialist_chunks = [e["source"] for e in stream.events if e["event_name"] == "FINAL_RESPONSE" and e["source"] != "host"]
+    assert specialist_chunks == ["alpha"] * 4 + ["beta"] * 3  # words, then each stream's last chunk
+    assert "error" not in stream.names(), "alpha waits for beta to start: an error means they ran one by one"
+    reported = wire(served, "callbacks_host")
+    answer = next(e["content"] for e in reported.events if e["source"] == "reporter" and e["event_name"] == "FINAL_RESPONSE")
+    assert answer == "first:reporter,second:reporter"
+    names = reported.names()
+    assert names.index("HANDOFF") < [i for i, e in enumerate(reported.events) if e["source"] == "reporter"][0]
+
+
 async def test_an_unknown_specialist_goes_to_the_fallback_or_the_host_answers(served):
     _, answered_by_host = await run_in_process("unknown_name_host")
     assert answered_by_host.text == "Let me hand this over.\n\nI answered it myself."
