@@ -18,6 +18,7 @@ from app.llm.history import chat_history
 from app.llm.messages import (
     ChatMessage,
     ModelUsage,
+    UsageTally,
     ReasoningDelta,
     TextDelta,
     ToolCallRequest,
@@ -48,26 +49,6 @@ class UsageLimits:
 
     max_turns: int = 10
     max_tokens: Optional[int] = None
-
-
-class _RunUsage:
-    __slots__ = ("requests", "input_tokens", "output_tokens", "total_tokens")
-
-    def __init__(self) -> None:
-        self.requests = self.input_tokens = self.output_tokens = self.total_tokens = 0
-
-    def add(self, usage: ModelUsage) -> None:
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        self.total_tokens += usage.total_tokens or (usage.input_tokens + usage.output_tokens)
-
-    def payload(self) -> dict[str, int]:
-        return names.UsagePayload(
-            requests=self.requests,
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            total_tokens=self.total_tokens,
-        ).model_dump()
 
 
 class _Streams:
@@ -125,7 +106,7 @@ class LLMAgent(AbstractAgent):
         messages: list[ChatMessage] = [system(self.system_prompt)] if self.system_prompt else []
         messages += chat_history(list(session.get_interactions()))
         messages.append(user(query.prompt))
-        usage = _RunUsage()
+        usage = UsageTally()
         streams = _Streams(response_handler)
         failure: Optional[ModelProviderError] = None
         try:
@@ -142,7 +123,7 @@ class LLMAgent(AbstractAgent):
         await response_handler.complete()
 
     async def _loop(
-        self, messages: list[ChatMessage], handler: ResponseHandler, streams: _Streams, usage: _RunUsage
+        self, messages: list[ChatMessage], handler: ResponseHandler, streams: _Streams, usage: UsageTally
     ) -> None:
         specs = [t.spec for t in self.tools.values()]
         limits = self.usage_limits

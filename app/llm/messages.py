@@ -64,6 +64,28 @@ class ModelUsage:
     total_tokens: int = 0
 
 
+class UsageTally:
+    """A run's token counts, summed over its model replies, as the USAGE event carries them."""
+
+    __slots__ = ("requests", "input_tokens", "output_tokens", "total_tokens")
+
+    def __init__(self) -> None:
+        self.requests = self.input_tokens = self.output_tokens = self.total_tokens = 0
+
+    def add(self, usage: ModelUsage) -> None:
+        self.input_tokens += usage.input_tokens
+        self.output_tokens += usage.output_tokens
+        self.total_tokens += usage.total_tokens or (usage.input_tokens + usage.output_tokens)
+
+    def payload(self) -> dict[str, int]:
+        return {
+            "requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     """A tool as the model sees it: name, description, JSON Schema of its arguments."""

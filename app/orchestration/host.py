@@ -30,6 +30,7 @@ from app.llm.messages import (
     TextDelta,
     ToolCallRequest,
     ToolSpec,
+    UsageTally,
     assistant,
     system,
     tool_result,
@@ -86,19 +87,6 @@ class HandoffLimits:
     """At most `max_handoffs` hand-offs per request; the rest are refused with an error event."""
 
     max_handoffs: int = 3
-
-
-@dataclass
-class _Usage:
-    requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-
-    def add(self, usage: ModelUsage) -> None:
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        self.total_tokens += usage.total_tokens or (usage.input_tokens + usage.output_tokens)
 
 
 @dataclass
@@ -161,7 +149,7 @@ class HostAgent(AbstractAgent):
         interactions = list(session.get_interactions())
         conversation = messages_from(interactions)
         messages = [system(self.system_prompt)] + chat_history(interactions) + [user(query.prompt)]
-        usage = _Usage()
+        usage = UsageTally()
         answer = _AnswerStream(response_handler)
         try:
             turn = await self._model_turn(self.model, messages, self._tools(), answer, response_handler, usage)
@@ -172,7 +160,7 @@ class HostAgent(AbstractAgent):
             await answer.close()
             await response_handler.emit_error(failure.message, failure.error_code, failure.details or None)
         await answer.close()
-        await response_handler.emit_json(names.USAGE, names.UsagePayload(**usage.__dict__).model_dump())
+        await response_handler.emit_json(names.USAGE, usage.payload())
         await response_handler.complete()
 
     async def _model_turn(
@@ -182,7 +170,7 @@ class HostAgent(AbstractAgent):
         tools: list[ToolSpec],
         answer: _AnswerStream,
         handler: ResponseHandler,
-        usage: _Usage,
+        usage: UsageTally,
     ) -> _Turn:
         """One host reply, streamed as it comes: text (before a tool call too) and reasoning."""
         turn = _Turn()
@@ -211,7 +199,7 @@ class HostAgent(AbstractAgent):
         messages: list[ChatMessage],
         answer: _AnswerStream,
         handler: ResponseHandler,
-        usage: _Usage,
+        usage: UsageTally,
     ) -> None:
         chosen: list[tuple[ToolCallRequest, Specialist, Handoff]] = []
         unknown: list[ToolCallRequest] = []
