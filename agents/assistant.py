@@ -26,6 +26,7 @@ _OPERATORS = {
 }
 MAX_EXPONENT = 1000
 MAX_EXPRESSION_LENGTH = 500
+MAX_RESULT_BITS = 100_000  # bounds the work of ** and * on whole numbers (about 30,000 digits)
 
 
 @tool(timeout=5)
@@ -64,8 +65,18 @@ def _evaluate(node: ast.AST) -> float | int:
         left, right = _evaluate(node.left), _evaluate(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
             raise ValueError(f"exponents above {MAX_EXPONENT} are not allowed")
+        if isinstance(left, int) and isinstance(right, int) and _result_bits(node.op, left, right) > MAX_RESULT_BITS:
+            raise ValueError("the result would be too large")
         return _OPERATORS[type(node.op)](left, right)
     raise ValueError(f"only numbers and arithmetic operators are allowed, not {type(node).__name__}")
+
+
+def _result_bits(op: ast.operator, left: int, right: int) -> int:
+    if isinstance(op, ast.Pow):
+        return left.bit_length() * abs(right)
+    if isinstance(op, ast.Mult):
+        return left.bit_length() + right.bit_length()
+    return max(left.bit_length(), right.bit_length())
 
 
 def agent() -> LLMAgent:

@@ -20,7 +20,9 @@ from app.llm import FunctionModel, LLMAgent, OpenAIChatModel, ScriptedCall, Scri
 from app.llm.messages import ChatMessage, ToolSpec
 from app.orchestration import HostAgent, Specialist
 
-_ARITHMETIC = re.compile(r"[\d.]+(?:\s*(?:\*\*|//|[-+*/%])\s*[\d.]+)+")
+# Possessive, and only over the prompt's start: linear on any input.
+_ARITHMETIC = re.compile(r"(?<![\d.])[\d.]++(?:\s*+(?:\*\*|//|[-+*/%])\s*+[\d.]++)+")
+_LOOK_AT = 2000
 _GREETING = re.compile(r"^\s*(hi|hello|hey)\b", re.IGNORECASE)
 
 
@@ -31,7 +33,7 @@ def _offline_host(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec]) ->
     prompt = last.content
     if _GREETING.match(prompt):
         return ScriptedReply(text="Hello! I hand questions to specialists: try arithmetic, the time, or events.")
-    if _ARITHMETIC.search(prompt) or "time" in prompt.lower():
+    if _ARITHMETIC.search(prompt[:_LOOK_AT]) or "time" in prompt[:_LOOK_AT].lower():
         return ScriptedReply(
             text="Let me ask the assistant.",
             tool_calls=(ScriptedCall("assistant", {"reason": "arithmetic and time are its tools"}),),
@@ -46,7 +48,7 @@ def _offline_assistant(messages: Sequence[ChatMessage], tools: Sequence[ToolSpec
     last = messages[-1]
     if last.role == "tool":
         return ScriptedReply(text=f"The {last.name} tool says: {last.content}")
-    expression = _ARITHMETIC.search(last.content)
+    expression = _ARITHMETIC.search(last.content[:_LOOK_AT])
     if expression:
         return ScriptedReply(tool_calls=(ScriptedCall("calculate", {"expression": expression.group()}),))
     return ScriptedReply(tool_calls=(ScriptedCall("current_time", {"time_zone": "UTC"}),))

@@ -20,7 +20,7 @@ from app.facade.events import AgentEvent
 from app.facade.history import as_messages, interactions_from
 from app.facade.reader import EventReader, ResultBuilder
 from app.facade.result import AgentResult, Message
-from app.facade.transport import HttpTransport, InProcessTransport, Transport
+from app.facade.transport import HttpTransport, InProcessTransport, Transport, without_credentials
 from app.protocol.events import DoneEvent
 from app.protocol.request import Query, SessionObject
 from app.runtime.agent import AbstractAgent
@@ -47,7 +47,7 @@ class Agent:
             self.processor_id = processor_id or agent.name
         elif isinstance(agent, str) and agent.startswith(("http://", "https://")):
             self._transport = HttpTransport(agent, api_key, timeout)
-            self.processor_id = processor_id or urlsplit(agent).netloc
+            self.processor_id = processor_id or urlsplit(without_credentials(agent)).netloc
         else:
             raise TypeError(f"Agent() takes an AbstractAgent or an http(s) URL of /assist, got {agent!r}")
 

@@ -6,6 +6,8 @@ import json
 from contextlib import aclosing
 from typing import Any, AsyncIterator, Protocol
 
+from urllib.parse import urlsplit, urlunsplit
+
 import httpx
 from httpx_sse import aconnect_sse
 from ulid import ULID
@@ -44,6 +46,7 @@ class HttpTransport:
 
     def __init__(self, url: str, api_key: str | None, timeout: float) -> None:
         self.url = url
+        self._shown_url = without_credentials(url)  # for messages: never a user:password@
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         # Pings keep a live stream talking; a read that waits longer than this is a dead one.
         self._timeout = httpx.Timeout(10.0, read=timeout)
@@ -57,16 +60,20 @@ class HttpTransport:
                     if response.status_code != 200:
                         await response.aread()
                         raise RemoteAgentError(
-                            f"{self.url} answered {response.status_code}: {_detail(response)}", response.status_code
+                            f"{self._shown_url} answered {response.status_code}: {_detail(response)}",
+                            response.status_code,
                         )
                     async for sse in source.aiter_sse():
-                        event = parse_event(sse.data)
+                        try:
+                            event = parse_event(sse.data)
+                        except ValueError:
+                            raise RemoteAgentError(f"{self._shown_url} sent an event that is not valid") from None
                         yield event
                         if isinstance(event, DoneEvent):
                             return
             except httpx.HTTPError as exc:
-                raise RemoteAgentError(f"{self.url}: {type(exc).__name__}: {exc}") from exc
-        raise RemoteAgentError(f"{self.url}: the stream ended before done")
+                raise RemoteAgentError(f"{self._shown_url}: {type(exc).__name__}") from exc
+        raise RemoteAgentError(f"{self._shown_url}: the stream ended before done")
 
 
 def _detail(response: httpx.Response) -> str:
@@ -74,3 +81,12 @@ def _detail(response: httpx.Response) -> str:
         return json.dumps(response.json().get("detail"))
     except (ValueError, AttributeError):
         return response.text[:200]
+
+
+def without_credentials(url: str) -> str:
+    """The URL without any user:password@ part."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit(parts._replace(netloc=host))

@@ -30,6 +30,7 @@ from app.llm.messages import (
 from app.llm.model import ChatModel, ModelSettings
 from app.llm.tools import Tool, ToolOutcome
 from app.protocol import conventions as names
+from app.protocol.events import dumps_json
 from app.protocol.request import Query
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import ModelProviderError, UsageLimitExceeded
@@ -162,8 +163,7 @@ class LLMAgent(AbstractAgent):
             await handler.emit_json(
                 names.TOOL_RESULT, {"id": call.id, "name": call.name, "result": outcome.result, "error": outcome.error}
             )
-            content = json.dumps(outcome.result) if outcome.error is None else f"error: {outcome.error}"
-            messages.append(tool_result(call, content))
+            messages.append(tool_result(call, outcome.model_content))
 
     async def _call(self, call: ToolCallRequest) -> ToolOutcome:
         found = self.tools.get(call.name)
@@ -175,7 +175,8 @@ class LLMAgent(AbstractAgent):
 def _arguments_object(arguments: str) -> dict[str, Any]:
     """The call's arguments as an object for TOOL_CALL; text that is not a JSON object is kept raw."""
     try:
-        parsed = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
+        parsed = json.loads(arguments or "{}", parse_constant=float)
+        dumps_json(parsed)  # NaN and Infinity parse, but do not travel
+    except ValueError:
         return {"_raw": arguments}
     return parsed if isinstance(parsed, dict) else {"_raw": arguments}

@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
 from app.llm.messages import ToolSpec
+from app.protocol.events import dumps_json
+from app.runtime.errors import ToolError
 
 DEFAULT_TOOL_TIMEOUT = 30.0
 _ARGS_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$", re.IGNORECASE)
@@ -21,12 +23,21 @@ _ARG_LINE = re.compile(r"^\s*(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
 
 
 class ToolOutcome(BaseModel):
-    """What one call came to: exactly one of `result` and `error`."""
+    """What one call came to: exactly one of `result` and `error`. `error` is shown to the user
+    (in TOOL_RESULT); `error_for_model`, when set, tells the model more."""
 
     model_config = ConfigDict(frozen=True)
 
     result: Any = None
     error: Optional[str] = None
+    error_for_model: Optional[str] = None
+
+    @property
+    def model_content(self) -> str:
+        """What the model reads as the tool's answer."""
+        if self.error is not None:
+            return "error: " + (self.error_for_model or self.error)
+        return dumps_json(self.result)
 
 
 class Tool:
@@ -57,9 +68,9 @@ class Tool:
     async def call(self, arguments_json: str) -> ToolOutcome:
         """Validate, run under the timeout, and report: a failure is the tool's error, not ours."""
         try:
-            raw = json.loads(arguments_json or "{}")
-        except json.JSONDecodeError as exc:
-            return ToolOutcome(error=f"the arguments are not valid JSON: {exc.msg}")
+            raw = json.loads(arguments_json or "{}", parse_constant=_no_constant)
+        except ValueError as exc:  # bad JSON, NaN/Infinity, or a number too long to read
+            return ToolOutcome(error=f"the arguments are not valid JSON: {getattr(exc, 'msg', exc)}")
         if not isinstance(raw, dict):
             return ToolOutcome(error="the arguments must be a JSON object")
         try:
@@ -75,17 +86,27 @@ class Tool:
                     result = await asyncio.to_thread(self.function, **kwargs)
         except TimeoutError:
             return ToolOutcome(error=f"the tool did not finish within {self.timeout:g} seconds")
+        except (ToolError, ValueError) as exc:
+            # Meant for whoever called the tool: a bad value, said in so many words.
+            return ToolOutcome(error=str(exc) or type(exc).__name__)
         except Exception as exc:
-            return ToolOutcome(error=f"{type(exc).__name__}: {exc}")
+            # Anything else may carry internals: the user sees its kind, the model its text.
+            return ToolOutcome(error=f"the tool failed ({type(exc).__name__})", error_for_model=f"{type(exc).__name__}: {exc}")
         if result is None:
             result = "ok"  # a result is never null: null means the call failed
         try:
-            return ToolOutcome(result=to_jsonable_python(result))
-        except Exception:
-            return ToolOutcome(result=str(result))
+            result = to_jsonable_python(result)
+            dumps_json(result)
+        except (TypeError, ValueError):
+            return ToolOutcome(error="the tool's result cannot be written as JSON (not a finite number, or too large)")
+        return ToolOutcome(result=result)
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def tool(

@@ -16,6 +16,7 @@ from app.facade.result import Message
 
 MEMORY_ECHOES = 3
 KEYWORDS = 5
+MAX_SIGNAL_CHARS = 10_000  # of each prompt and turn read for signals: bounded work on any input
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
 _STOPWORDS = frozenset(
     "a an and are as at be but by can could do does for from had has have how i if in into is it its me my "
@@ -114,7 +115,8 @@ def build_context(
     upstream_slush: Optional[DataSlush] = None,
     call_chain: tuple[str, ...] = (),
 ) -> CallContext:
-    turns = _turns(history)
+    prompt = prompt[:MAX_SIGNAL_CHARS]
+    turns = [(p[:MAX_SIGNAL_CHARS], a[:MAX_SIGNAL_CHARS]) for p, a in _turns(history)]
     query = _query(prompt)
     echoes = _echoes(query.keywords, prompt, turns)
     return CallContext(
@@ -160,7 +162,8 @@ def _query(prompt: str) -> QuerySignals:
     for word in all_words:
         if word not in _STOPWORDS and len(word) > 2:
             counts[word] = counts.get(word, 0) + 1
-    keywords = tuple(sorted(counts, key=lambda w: (-counts[w], all_words.index(w)))[:KEYWORDS])
+    # Most frequent first; the sort is stable and `counts` keeps first-seen order, so ties keep it.
+    keywords = tuple(sorted(counts, key=counts.__getitem__, reverse=True)[:KEYWORDS])
     stripped = prompt.strip()
     is_question = stripped.endswith("?") or (bool(all_words) and all_words[0] in _QUESTION_STARTS)
     return QuerySignals(word_count=len(all_words), is_question=is_question, keywords=keywords)

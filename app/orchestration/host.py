@@ -286,6 +286,7 @@ class HostAgent(AbstractAgent):
         finally:
             for task in tasks:
                 task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)  # each has stopped before the host goes on
         return results
 
 
@@ -323,7 +324,7 @@ def _tool_name(name: str) -> str:
 def _reason_and_task(arguments: str) -> tuple[str, Optional[str]]:
     try:
         parsed = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
+    except ValueError:
         return "", None
     if not isinstance(parsed, dict):
         return "", None

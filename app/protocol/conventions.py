@@ -20,8 +20,6 @@ STAGE = "STAGE"  # json: StagePayload
 USAGE = "USAGE"  # json: UsagePayload
 ASK_USER = "ASK_USER"  # json: AskUserPayload; the run stops after it
 
-RESERVED_EVENT_NAMES = frozenset({FINAL_RESPONSE, THINKING, TOOL_CALL, TOOL_RESULT, HANDOFF, STAGE, USAGE, ASK_USER})
-
 
 class _Payload(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")

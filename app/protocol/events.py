@@ -152,6 +152,10 @@ class TextChunkEvent:
         template = _CHUNK_TEMPLATES.get(key)
         if template is None:
             template = _chunk_template(*key)
+            if len(self.event_name) + len(self.source) + len(self.stream_id) <= _CHUNK_TEMPLATE_MAX_KEY:
+                if len(_CHUNK_TEMPLATES) >= _CHUNK_TEMPLATES_LIMIT:
+                    _CHUNK_TEMPLATES.clear()
+                _CHUNK_TEMPLATES[key] = template
         content = _dumps(self.content)
         if _LINE_BREAKS_JSON_KEEPS.search(content) is not None:
             content = _LINE_BREAKS_JSON_KEEPS.sub(_escape_line_breaks, content)
@@ -159,14 +163,14 @@ class TextChunkEvent:
 
 
 # (event_name, source, stream_id, is_complete) -> the frame's text before the id, and between
-# the id and the content. Bounded: emptied when it grows past the limit.
+# the id and the content. Bounded in entries and in their size (a source comes from the client):
+# emptied when full; long keys are not kept.
 _CHUNK_TEMPLATES: dict[tuple[str, str, str, bool], tuple[str, str]] = {}
-_CHUNK_TEMPLATES_LIMIT = 16_384
+_CHUNK_TEMPLATES_LIMIT = 4096
+_CHUNK_TEMPLATE_MAX_KEY = 256
 
 
 def _chunk_template(event_name: str, source: str, stream_id: str, is_complete: bool) -> tuple[str, str]:
-    if len(_CHUNK_TEMPLATES) >= _CHUNK_TEMPLATES_LIMIT:
-        _CHUNK_TEMPLATES.clear()
     before_id = (
         "event: " + event_name + "\ndata: "
         + _escaped('{"content_type":"chunked.text","event_name":' + _dumps(event_name) + ',"schema_version":"1.0","id":"')
@@ -175,8 +179,7 @@ def _chunk_template(event_name: str, source: str, stream_id: str, is_complete: b
         '","source":' + _dumps(source) + ',"metadata":null,"stream_id":' + _dumps(stream_id)
         + ',"is_complete":' + ("true" if is_complete else "false") + ',"content":'
     )
-    template = _CHUNK_TEMPLATES[(event_name, source, stream_id, is_complete)] = (before_id, after_id)
-    return template
+    return before_id, after_id
 
 
 @dataclass(slots=True, kw_only=True)

@@ -7,7 +7,7 @@ from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema
 from ulid import ULID
 
 ULID_PATTERN = "^[0-7][0-9A-HJKMNP-TV-Za-hjkmnp-tv-z]{25}$"
-_ULID_RE = re.compile(ULID_PATTERN)
+_ULID_RE = re.compile(ULID_PATTERN[1:-1])  # used with fullmatch: "$" would let a final newline through
 _JSON_SCHEMA = {
     "type": "string",
     "pattern": ULID_PATTERN,
@@ -19,7 +19,7 @@ _MESSAGE = "must be a ULID: a string of 26 Crockford base32 characters"
 
 
 def is_ulid(value: object) -> bool:
-    return isinstance(value, str) and _ULID_RE.match(value) is not None
+    return isinstance(value, str) and _ULID_RE.fullmatch(value) is not None
 
 
 def _to_ulid(value: Any) -> ULID:

@@ -13,6 +13,7 @@ from app.runtime.errors import (
     ResponseStreamClosedError,
     SettingsError,
     TextStreamClosedError,
+    ToolError,
     UsageLimitExceeded,
 )
 from app.runtime.hook import Hook, QueueHook
@@ -46,6 +47,7 @@ __all__ = [
     "SettingsError",
     "StreamEventEmitter",
     "TextStreamClosedError",
+    "ToolError",
     "UsageLimitExceeded",
     "check_event_name",
 ]

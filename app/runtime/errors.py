@@ -9,6 +9,7 @@
     ├── RemoteAgentError            an agent over HTTP refused the request or cut the stream
     ├── CallRefused                 an agent-to-agent call was too deep, a loop, or not allowed
     ├── NoRouteError                no routing rule matched and there is no default agent
+    ├── ToolError                   a tool failed with a message meant to be shown
     └── ModelProviderError          a language model's provider failed (bad key, rate limit, timeout)
         └── UsageLimitExceeded      a language-model run reached its UsageLimits
 """
@@ -77,3 +78,7 @@ class CallRefused(ProcessorError):
 
 class NoRouteError(ProcessorError, LookupError):
     """No routing rule matched and the router has no default agent."""
+
+
+class ToolError(ProcessorError):
+    """Raised by a tool to fail with a message meant for the user and the model, shown as is."""

@@ -50,6 +50,7 @@ class ResponseHandler:
         self._hook = hook
         self._streams: list[StreamEventEmitter] = []
         self._forwarded: dict[str, TextChunkEvent] = {}  # open streams of other agents, sent through here
+        self._closing: list[Any] = []  # complete()'s events not sent yet (it may be cut short waiting for room)
         self._is_complete = False
 
     @property
@@ -126,6 +127,7 @@ class ResponseHandler:
         self._check_open()
         if isinstance(event, DoneEvent):
             raise AgentError("a forwarded `done` would end the response; call complete() instead")
+        check_event_name(event.event_name)  # it becomes the frame's `event:` line, whoever made it
         if isinstance(event, TextChunkEvent):
             if event.is_complete:
                 self._forwarded.pop(event.stream_id, None)
@@ -140,9 +142,10 @@ class ResponseHandler:
         # Closed before the first await: a second complete(), or an emit from another
         # task, cannot slip in between the last chunks and `done`.
         self._is_complete = True
-        for chunk in self._last_chunks():
-            await self._hook.emit(chunk)
-        await self._hook.emit(DoneEvent(source=self._source))
+        self._closing = [*self._last_chunks(), DoneEvent(source=self._source)]
+        while self._closing:
+            await self._hook.emit(self._closing[0])
+            self._closing.pop(0)
 
     def _last_chunks(self) -> list[TextChunkEvent]:
         """The closing chunk of every stream still open: this agent's, and those it forwarded."""
@@ -161,9 +164,13 @@ class ResponseHandler:
         open stream, then `error` if given, then `done`.
         """
         if self._is_complete:
-            return []
+            # complete() began and was cut short: what it had still to send, the error before `done`.
+            events, self._closing = self._closing, []
+            if events and error is not None:
+                events.insert(len(events) - 1, ErrorEvent(source=self._source, content=error))
+            return events
         self._is_complete = True
-        events: list[Any] = self._last_chunks()
+        events = self._last_chunks()
         if error is not None:
             events.append(ErrorEvent(source=self._source, content=error))
         events.append(DoneEvent(source=self._source))

@@ -191,29 +191,28 @@ class Run(Generic[T]):
                 self.task.cancel()
 
     def _after_agent(self, task: asyncio.Task) -> None:
-        """A safety net: an agent task that ended without `done` still ends its run.
+        """A safety net: however the agent task ended, a run still open ends with `done`.
 
-        It catches what run_agent cannot: an agent that raised CancelledError of
-        its own accord, or a failure of ours. When the run was stopped on purpose
-        (the reader left, shutdown, `done` already out) it is a no-op.
+        It catches what run_agent cannot: an agent that raised CancelledError of its own
+        accord, complete() cut short by the time limit while it waited for room, or a failure
+        of ours. When the run was ended on purpose (the reader left, shutdown, `done` already
+        out) there is nothing to do.
         """
-        if task.cancelled():
-            error_type = "CancelledError"
-        else:
-            exc = task.exception()
-            if exc is None:
-                return
-            logger.error("agent task failed outside the agent (request %s)", self.stats.request_id, exc_info=exc)
-            error_type = type(exc).__name__
-        if self.handler.is_complete or self.stats.outcome != "open":
+        if self._channel.closed or self.stats.outcome != "open":
             return
-        self.stats.agent_failed = True
-        details = {"error_type": error_type, "request_id": self.stats.request_id}
+        error: ErrorContent | None = None
+        exc = None if task.cancelled() else task.exception()
+        if task.cancelled() or exc is not None:
+            if exc is not None:
+                logger.error("agent task failed outside the agent (request %s)", self.stats.request_id, exc_info=exc)
+            self.stats.agent_failed = True
+            details = {"error_type": type(exc).__name__ if exc else "CancelledError", "request_id": self.stats.request_id}
+            error = ErrorContent(error_message=AGENT_FAILED_MESSAGE, error_code=500, details=details)
+        elif self.stats.timed_out:
+            error = ErrorContent(error_message=TIMEOUT_MESSAGE, error_code=504, details={"request_id": self.stats.request_id})
         try:
-            self.hook.send_now(
-                self.handler.close_now(ErrorContent(error_message=AGENT_FAILED_MESSAGE, error_code=500, details=details))
-            )
+            self.hook.send_now(self.handler.close_now(error))
         except Exception:
             # Even the closing events could not be made: end the stream without them rather than hang.
             logger.exception("could not send the closing events (request %s)", self.stats.request_id)
-            self._channel.close()
+        self._channel.close()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import logging.config
+import re
 import time
 from typing import Any
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+_PLAIN = re.compile(r"[\w./:@%+-]*")
 
 
 class TextFormatter(logging.Formatter):
@@ -19,8 +21,14 @@ class TextFormatter(logging.Formatter):
         line = super().format(record)
         fields = getattr(record, "fields", None)
         if fields:
-            line += " " + " ".join(f"{key}={value}" for key, value in fields.items())
+            line += " " + " ".join(f"{key}={_plain(value)}" for key, value in fields.items())
         return line
+
+
+def _plain(value: Any) -> str:
+    """A field as is when it is a plain token; quoted (JSON) when it could fake a field or a line."""
+    text = str(value)
+    return text if _PLAIN.fullmatch(text) else json.dumps(text)
 
 
 class JsonFormatter(logging.Formatter):

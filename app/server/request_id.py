@@ -5,11 +5,11 @@ import re
 from ulid import ULID
 
 REQUEST_ID_HEADER = "X-Request-ID"
-_ACCEPTABLE = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
+_ACCEPTABLE = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
 
 def request_id_from(header_value: str | None) -> str:
     """The caller's `X-Request-ID` when it is a sane token, else a fresh ULID."""
-    if header_value and _ACCEPTABLE.match(header_value):
+    if header_value and _ACCEPTABLE.fullmatch(header_value):
         return header_value
     return str(ULID())

@@ -52,7 +52,7 @@ async def test_text_before_a_tool_call_streams_as_answer_and_the_loop_goes_on():
     second_call = model.calls[1][0]
     assert [m.role for m in second_call] == ["system", "user", "assistant", "tool", "tool"]
     assert second_call[2].tool_calls[0].name == "lookup"
-    assert second_call[3].content == '{"city": "Oslo", "sky": "sunny"}'
+    assert second_call[3].content == '{"city":"Oslo","sky":"sunny"}'
     assert [t.name for t in model.calls[0][1]] == ["lookup"]
 
 

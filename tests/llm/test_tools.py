@@ -68,7 +68,9 @@ async def test_arguments_are_validated_before_the_call(arguments, result, error)
 
 
 async def test_failures_and_timeouts_become_the_tools_error():
-    assert (await broken.call("{}")).error == "RuntimeError: disk on fire"
+    failed = await broken.call("{}")
+    assert failed.error == "the tool failed (RuntimeError)"  # what the user sees: no internals
+    assert failed.model_content == "error: RuntimeError: disk on fire"  # what the model reads
     timed_out = await slow.call('{"seconds": 5}')
     assert timed_out.result is None and "did not finish within 0.2 seconds" in timed_out.error
     assert (await slow.call('{"seconds": 0}')).result == "woke"
@@ -102,3 +104,17 @@ async def test_the_clock_knows_time_zones_and_refuses_unknown_ones():
     paris = await current_time.call('{"time_zone": "Europe/Paris"}')
     assert paris.error is None and paris.result[-6:] in ("+01:00", "+02:00")
     assert "unknown time zone" in (await current_time.call('{"time_zone": "Mars/Olympus"}')).error
+
+
+@tool
+def infinite() -> float:
+    """Not a JSON number."""
+    return float("inf")
+
+
+async def test_results_and_arguments_json_cannot_carry_are_the_tools_error_not_a_crash():
+    assert "cannot be written as JSON" in (await infinite.call("{}")).error
+    assert "not valid JSON" in (await add.call('{"a": NaN}')).error
+    assert "not valid JSON" in (await add.call('{"a": ' + "9" * 5000 + "}")).error
+    huge = await calculate.call('{"expression": "((9**999)**999)**999"}')
+    assert huge.result is None and ("too large" in huge.error or "exponents" in huge.error)

@@ -336,3 +336,9 @@ def test_json_schema_ulid_pattern_agrees_with_the_validator():
         assert pattern.match(good), good
     for bad in BAD_ULIDS.values():
         assert not (isinstance(bad, str) and pattern.match(bad)), bad
+
+
+def test_a_ulid_with_a_trailing_newline_is_refused():
+    from app.protocol.ulid import is_ulid
+
+    assert is_ulid(QUERY_ID) and not is_ulid(QUERY_ID + "\n")

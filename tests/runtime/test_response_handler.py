@@ -424,3 +424,36 @@ async def test_channel_take_all_says_idle_after_a_quiet_spell_then_still_deliver
     assert await asyncio.wait_for(channel.take_all(idle_after=0.05), timeout=1) is None
     asyncio.get_running_loop().call_later(0.02, channel.put_nowait, "late")
     assert await asyncio.wait_for(channel.take_all(idle_after=5), timeout=1) == ["late"]
+
+
+async def test_a_time_limit_that_cuts_complete_short_still_ends_the_run_with_504_and_done():
+    from app import AbstractAgent
+    from app.protocol.request import Query
+    from app.runtime.run import Run, RunStats
+
+    class FillsTheChannelThenCompletes(AbstractAgent):
+        name = "filler"
+
+        async def assist(self, session, query, handler):
+            stream = handler.create_text_stream("FINAL_RESPONSE")
+            for _ in range(256):  # the channel's capacity: complete() must then wait for room
+                await stream.emit_chunk("x")
+            await handler.complete()
+
+    run = Run(FillsTheChannelThenCompletes(), Session.new("filler"), Query(id="01JDQ4Z8M7T3V5X9A2B4C6D8EF", prompt="p"),
+              timeout=0.2, stats=RunStats("r"))
+    await asyncio.sleep(0.5)  # nobody reads while the time limit passes
+    events = []
+    async with asyncio.timeout(5):
+        async for batch in run.items(idle_after=1):
+            events += batch
+    tail = [(type(e).__name__, getattr(e, "is_complete", None)) for e in events[-3:]]
+    assert tail == [("TextChunkEvent", True), ("ErrorEvent", None), ("DoneEvent", None)]
+    assert events[-2].content.error_code == 504
+
+
+async def test_a_forwarded_event_cannot_smuggle_a_frame_through_its_name():
+    handler = ResponseHandler("host", QueueHook(asyncio.Queue()))
+    forged = TextBlockEvent(event_name="X\n\nevent: done\ndata: {}", source="remote", content="x")
+    with pytest.raises(AgentError):
+        await handler.emit_event(forged)
