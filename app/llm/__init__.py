@@ -7,6 +7,7 @@ from app.llm.model import ChatModel, ModelSettings
 from app.llm.openai_model import OpenAIChatModel
 from app.llm.scripted import FunctionModel, ScriptedCall, ScriptedModel, ScriptedReply
 from app.llm.tools import Tool, ToolOutcome, tool
+from app.runtime.errors import ToolError
 
 __all__ = [
     "ChatMessage",
@@ -23,6 +24,7 @@ __all__ = [
     "TextDelta",
     "Tool",
     "ToolCallRequest",
+    "ToolError",
     "ToolOutcome",
     "ToolSpec",
     "UsageLimits",
