@@ -21,18 +21,13 @@ from pydantic import BaseModel, ConfigDict
 
 from app.facade.agent import Agent
 from app.facade.result import AgentResult, Message
-from app.orchestration.calls import CallPolicy, call_agent, calls_of_request
+from app.orchestration.calls import CallPolicy, agent_name, call_agent, calls_of_request
 from app.orchestration.context import DataSlush
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import CallRefused
 
 Status = Literal["ok", "failed", "timeout", "cancelled", "refused"]
 AnyAgent = AbstractAgent | Agent
-
-
-def _agent_name(agent: AnyAgent) -> str:
-    """The name call_agent() calls `agent` by."""
-    return agent.name if isinstance(agent, AbstractAgent) else agent.processor_id
 
 
 class Outcome(BaseModel):
@@ -96,7 +91,7 @@ async def run_one(
     policy: Optional[CallPolicy] = None,
 ) -> Outcome:
     """One guarded call as an Outcome; it raises only when the caller itself is cancelled."""
-    name = _agent_name(agent)
+    name = agent_name(agent)
     given = {"agent": name, "upstream_slush": upstream_slush}
     try:
         async with asyncio.timeout(timeout) as deadline:
@@ -144,7 +139,7 @@ async def broadcast_all(
                 group.create_task(
                     run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=upstream_slush,
                             caller=caller, policy=policy),
-                    name=f"broadcast:{_agent_name(agent)}",
+                    name=f"broadcast:{agent_name(agent)}",
                 )
                 for agent in agents
             ]
@@ -172,7 +167,7 @@ async def race(
             asyncio.create_task(
                 run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=upstream_slush,
                         caller=caller, policy=policy),
-                name=f"race:{_agent_name(agent)}",
+                name=f"race:{agent_name(agent)}",
             )
             for agent in agents
         ]
@@ -189,7 +184,7 @@ async def race(
             # Reached by a win, by every agent having ended, or by the caller being cancelled.
             await _cancel_and_wait(tasks)
         outcomes = tuple(
-            Outcome(agent=_agent_name(agent), status="cancelled", error="cancelled: another agent won the race",
+            Outcome(agent=agent_name(agent), status="cancelled", error="cancelled: another agent won the race",
                     upstream_slush=upstream_slush)
             if task.cancelled() else task.result()
             for agent, task in zip(agents, tasks)

@@ -89,6 +89,11 @@ def calls_of_request(caller: Optional[str] = None, policy: Optional[CallPolicy] 
         _current.reset(token)
 
 
+def agent_name(agent: AbstractAgent | Agent) -> str:
+    """The name a call to `agent` goes by: the one the guards check and its events carry."""
+    return agent.name if isinstance(agent, AbstractAgent) else agent.processor_id
+
+
 def current_context() -> Optional[CallContext]:
     """The context of the call running now (None outside an orchestrated call)."""
     frame = _current.get()
@@ -149,7 +154,7 @@ async def call_agent(
     `policy` applies to the whole request and is taken from the first call.
     """
     handle = agent if isinstance(agent, Agent) else Agent(agent)
-    name = agent.name if isinstance(agent, AbstractAgent) else handle.processor_id
+    name = agent_name(agent)
     chain, depth, calls = _where(caller, policy)
     key = _refusal(name, prompt, chain, depth + 1, calls)
     calls.seen.add(key)

@@ -32,7 +32,7 @@ from pydantic import BaseModel
 
 from app.facade.agent import Agent
 from app.facade.history import messages_from
-from app.orchestration.calls import CallPolicy, call_agent, current_context, publish_slush
+from app.orchestration.calls import CallPolicy, agent_name, call_agent, current_context, publish_slush
 from app.orchestration.context import CallContext, build_context
 from app.orchestration.forwarding import Forwarder
 from app.protocol import conventions as names
@@ -47,11 +47,6 @@ logger = logging.getLogger("app.orchestration")
 DEFAULT_MAX_PROMPT_CHARS = 10_000
 DEFAULT_REGEX_TIMEOUT = 0.05  # seconds one rule's prompt search may take
 NO_ROUTE_CODE = 404
-
-
-def _agent_name(agent: AbstractAgent | Agent) -> str:
-    """The name a call to `agent` goes by: the one call_agent() guards and events carry."""
-    return agent.name if isinstance(agent, AbstractAgent) else agent.processor_id
 
 
 @dataclass(frozen=True)
@@ -101,7 +96,7 @@ class Rule:
 
     @property
     def agent_name(self) -> str:
-        return _agent_name(self.agent)
+        return agent_name(self.agent)
 
 
 @dataclass(frozen=True)
@@ -117,7 +112,7 @@ class Route:
 
     @property
     def agent_name(self) -> str:
-        return _agent_name(self.agent)
+        return agent_name(self.agent)
 
 
 @dataclass(frozen=True)
