@@ -6,6 +6,8 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from app.protocol.conventions import AskUserPayload, StagePayload, UsagePayload
+
 
 class _Value(BaseModel):
     model_config = ConfigDict(frozen=True)
@@ -31,13 +33,8 @@ class ToolCall(_Value):
     error: Optional[str] = None
 
 
-class TokenUsage(_Value):
-    """Tokens the run reported; 0 means unreported, never estimated."""
-
-    requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
+class TokenUsage(UsagePayload):
+    """Tokens the run reported (the USAGE payload, summed); 0 means unreported, never estimated."""
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
         return TokenUsage(
@@ -48,23 +45,13 @@ class TokenUsage(_Value):
         )
 
 
-class StageRecord(_Value):
-    """One step of a multi-stage run: counts, never contents."""
-
-    stage: str
-    phase: str
-    capability: Optional[str] = None
-    outcome: str
-    reason: Optional[str] = None
-    counts: dict[str, int] = {}
+class StageRecord(StagePayload):
+    """One step of a multi-stage run (a STAGE payload): counts, never contents."""
 
 
-class PendingInterrupt(_Value):
-    """The run stopped to ask the user something; `resumable` says whether `token` can resume it."""
-
-    question: str
-    token: Optional[str] = None
-    resumable: bool = False
+class PendingInterrupt(AskUserPayload):
+    """The run stopped to ask the user something (an ASK_USER payload); `resumable` says
+    whether `token` can resume it."""
 
 
 class ErrorRecord(_Value):
