@@ -5,6 +5,7 @@ from app.llm.agent import LLMAgent, UsageLimits
 from app.llm.messages import ChatMessage, ModelUsage, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
 from app.llm.model import ChatModel, ModelSettings
 from app.llm.openai_model import OpenAIChatModel
+from app.llm.reply import Reply, ReplyStreams, stream_reply
 from app.llm.scripted import FunctionModel, ScriptedCall, ScriptedModel, ScriptedReply
 from app.llm.tools import Tool, ToolOutcome, tool
 from app.runtime.errors import ToolError
@@ -18,6 +19,8 @@ __all__ = [
     "ModelUsage",
     "OpenAIChatModel",
     "ReasoningDelta",
+    "Reply",
+    "ReplyStreams",
     "ScriptedCall",
     "ScriptedModel",
     "ScriptedReply",
@@ -28,5 +31,6 @@ __all__ = [
     "ToolOutcome",
     "ToolSpec",
     "UsageLimits",
+    "stream_reply",
     "tool",
 ]

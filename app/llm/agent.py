@@ -9,38 +9,31 @@ behaviour is off (UsageLimits, ModelSettings).
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 from app.llm.history import chat_history
 from app.llm.messages import (
     ChatMessage,
-    ModelUsage,
-    UsageTally,
-    ReasoningDelta,
-    TextDelta,
     ToolCallRequest,
+    UsageTally,
     assistant,
     system,
     tool_result,
     user,
 )
 from app.llm.model import ChatModel, ModelSettings
-from app.llm.tools import Tool, ToolOutcome
+from app.llm.reply import ReplyStreams, stream_reply
+from app.llm.tools import Tool, ToolOutcome, arguments_object
 from app.protocol import conventions as names
-from app.protocol.events import dumps_json
 from app.protocol.request import Query
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import ModelProviderError, UsageLimitExceeded
 from app.runtime.response_handler import ResponseHandler
 from app.runtime.session import Session
-from app.runtime.text_stream import StreamEventEmitter
 
 logger = logging.getLogger("app.llm")
-
-TURN_SEPARATOR = "\n\n"
 
 
 @dataclass(frozen=True)
@@ -50,32 +43,6 @@ class UsageLimits:
 
     max_turns: int = 10
     max_tokens: Optional[int] = None
-
-
-class _Streams:
-    """The run's FINAL_RESPONSE and THINKING streams, opened on first use, shared by all turns."""
-
-    def __init__(self, handler: ResponseHandler) -> None:
-        self._handler = handler
-        self._streams: dict[str, StreamEventEmitter] = {}
-        self._turn_has_text: dict[str, bool] = {}
-
-    def new_turn(self) -> None:
-        self._turn_has_text = {}
-
-    async def write(self, event_name: str, text: str) -> None:
-        stream = self._streams.get(event_name)
-        if stream is None:
-            stream = self._streams[event_name] = self._handler.create_text_stream(event_name)
-        elif not self._turn_has_text.get(event_name):
-            await stream.emit_chunk(TURN_SEPARATOR)  # a later turn's text starts a new paragraph
-        self._turn_has_text[event_name] = True
-        await stream.emit_chunk(text)
-
-    async def close(self, event_name: str) -> None:
-        stream = self._streams.get(event_name)
-        if stream is not None:
-            await stream.complete()
 
 
 class LLMAgent(AbstractAgent):
@@ -108,7 +75,7 @@ class LLMAgent(AbstractAgent):
         messages += chat_history(list(session.get_interactions()))
         messages.append(user(query.prompt))
         usage = UsageTally()
-        streams = _Streams(response_handler)
+        streams = ReplyStreams(response_handler)
         failure: Optional[ModelProviderError] = None
         try:
             await self._loop(messages, response_handler, streams, usage)
@@ -124,29 +91,16 @@ class LLMAgent(AbstractAgent):
         await response_handler.complete()
 
     async def _loop(
-        self, messages: list[ChatMessage], handler: ResponseHandler, streams: _Streams, usage: UsageTally
+        self, messages: list[ChatMessage], handler: ResponseHandler, streams: ReplyStreams, usage: UsageTally
     ) -> None:
         specs = [t.spec for t in self.tools.values()]
         limits = self.usage_limits
         for _ in range(limits.max_turns):
-            streams.new_turn()
-            usage.requests += 1
-            text: list[str] = []
-            calls: list[ToolCallRequest] = []
-            async for event in self.model.stream(messages, specs, self.model_settings):
-                if isinstance(event, TextDelta):
-                    text.append(event.text)
-                    await streams.write(names.FINAL_RESPONSE, event.text)
-                elif isinstance(event, ReasoningDelta):
-                    await streams.write(names.THINKING, event.text)
-                elif isinstance(event, ToolCallRequest):
-                    calls.append(event)
-                elif isinstance(event, ModelUsage):
-                    usage.add(event)
-            messages.append(assistant("".join(text), tuple(calls)))
-            if not calls:
+            reply = await stream_reply(self.model, messages, specs, self.model_settings, streams, usage)
+            messages.append(assistant(reply.text, tuple(reply.calls)))
+            if not reply.calls:
                 return
-            await self._run_tools(calls, messages, handler)
+            await self._run_tools(reply.calls, messages, handler)
             if limits.max_tokens is not None and usage.total_tokens >= limits.max_tokens:
                 raise UsageLimitExceeded(
                     f"Stopped: the run used {usage.total_tokens} tokens, the limit is {limits.max_tokens}.", "max_tokens"
@@ -156,7 +110,7 @@ class LLMAgent(AbstractAgent):
     async def _run_tools(self, calls: list[ToolCallRequest], messages: list[ChatMessage], handler: ResponseHandler) -> None:
         for call in calls:
             await handler.emit_json(
-                names.TOOL_CALL, {"id": call.id, "name": call.name, "arguments": _arguments_object(call.arguments)}
+                names.TOOL_CALL, {"id": call.id, "name": call.name, "arguments": arguments_object(call.arguments)}
             )
         outcomes = await asyncio.gather(*(self._call(call) for call in calls))
         for call, outcome in zip(calls, outcomes):
@@ -170,13 +124,3 @@ class LLMAgent(AbstractAgent):
         if found is None:
             return ToolOutcome(error=f"there is no tool named {call.name!r}; the tools are: {', '.join(self.tools) or 'none'}")
         return await found.call(call.arguments)
-
-
-def _arguments_object(arguments: str) -> dict[str, Any]:
-    """The call's arguments as an object for TOOL_CALL; text that is not a JSON object is kept raw."""
-    try:
-        parsed = json.loads(arguments or "{}", parse_constant=float)
-        dumps_json(parsed)  # NaN and Infinity parse, but do not travel
-    except ValueError:
-        return {"_raw": arguments}
-    return parsed if isinstance(parsed, dict) else {"_raw": arguments}

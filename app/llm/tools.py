@@ -105,6 +105,17 @@ class Tool:
         return f"Tool({self.name!r})"
 
 
+def arguments_object(arguments: str) -> dict[str, Any]:
+    """A tool call's arguments as an object (for TOOL_CALL); text that is not a JSON object,
+    or holds what JSON cannot carry (NaN, Infinity), is kept raw under `_raw`."""
+    try:
+        parsed = json.loads(arguments or "{}", parse_constant=float)
+        dumps_json(parsed)  # NaN and Infinity parse, but do not travel
+    except ValueError:
+        return {"_raw": arguments}
+    return parsed if isinstance(parsed, dict) else {"_raw": arguments}
+
+
 def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 

@@ -15,19 +15,15 @@ rewritten `task`. What we fix of the usual host pattern:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Awaitable, Callable, Optional, Sequence
 
 from app.facade.history import messages_from
 from app.facade.result import Message
 from app.llm.messages import (
     ChatMessage,
-    ModelUsage,
-    ReasoningDelta,
-    TextDelta,
     ToolCallRequest,
     ToolSpec,
     UsageTally,
@@ -38,6 +34,8 @@ from app.llm.messages import (
 )
 from app.llm.history import chat_history
 from app.llm.model import ChatModel, ModelSettings
+from app.llm.reply import Reply, ReplyStreams, stream_reply
+from app.llm.tools import arguments_object
 from app.orchestration.calls import CallPolicy, CallResult, call_agent, calls_of_request
 from app.orchestration.forwarding import Forwarder
 from app.protocol import conventions as names
@@ -87,14 +85,6 @@ class HandoffLimits:
     """At most `max_handoffs` hand-offs per request; the rest are refused with an error event."""
 
     max_handoffs: int = 3
-
-
-@dataclass
-class _Turn:
-    """One host model reply: its text and the hand-offs it asked for."""
-
-    text: str = ""
-    calls: list[ToolCallRequest] = field(default_factory=list)
 
 
 class HostAgent(AbstractAgent):
@@ -150,46 +140,31 @@ class HostAgent(AbstractAgent):
         conversation = messages_from(interactions)
         messages = [system(self.system_prompt)] + chat_history(interactions) + [user(query.prompt)]
         usage = UsageTally()
-        answer = _AnswerStream(response_handler)
+        streams = ReplyStreams(response_handler)
         try:
-            turn = await self._model_turn(self.model, messages, self._tools(), answer, response_handler, usage)
-            if turn.calls:
-                messages.append(assistant(turn.text, tuple(turn.calls)))
-                await self._hand_off(turn.calls, query.prompt, conversation, messages, answer, response_handler, usage)
+            reply = await self._host_reply(self.model, messages, self._tools(), streams, usage)
+            if reply.calls:
+                messages.append(assistant(reply.text, tuple(reply.calls)))
+                await self._hand_off(reply.calls, query.prompt, conversation, messages, streams, response_handler, usage)
         except ModelProviderError as failure:
-            await answer.close()
+            await streams.close(names.FINAL_RESPONSE)
             await response_handler.emit_error(failure.message, failure.error_code, failure.details or None)
-        await answer.close()
+        await streams.close(names.FINAL_RESPONSE)
         await response_handler.emit_json(names.USAGE, usage.payload())
         await response_handler.complete()
 
-    async def _model_turn(
+    async def _host_reply(
         self,
         model: ChatModel,
         messages: list[ChatMessage],
         tools: list[ToolSpec],
-        answer: _AnswerStream,
-        handler: ResponseHandler,
+        streams: ReplyStreams,
         usage: UsageTally,
-    ) -> _Turn:
-        """One host reply, streamed as it comes: text (before a tool call too) and reasoning."""
-        turn = _Turn()
-        usage.requests += 1
-        thinking = None
-        async for event in model.stream(messages, tools, self.model_settings):
-            if isinstance(event, TextDelta):
-                turn.text += event.text
-                await answer.write(event.text)
-            elif isinstance(event, ReasoningDelta):
-                thinking = thinking or handler.create_text_stream(names.THINKING)
-                await thinking.emit_chunk(event.text)
-            elif isinstance(event, ToolCallRequest):
-                turn.calls.append(event)
-            elif isinstance(event, ModelUsage):
-                usage.add(event)
-        if thinking is not None:
-            await thinking.complete()
-        return turn
+    ) -> Reply:
+        """One host (or summarizer) reply, streamed as it comes; its reasoning is a stream of its own."""
+        reply = await stream_reply(model, messages, tools, self.model_settings, streams, usage)
+        await streams.close(names.THINKING)
+        return reply
 
     async def _hand_off(
         self,
@@ -197,7 +172,7 @@ class HostAgent(AbstractAgent):
         prompt: str,
         conversation: tuple[Message, ...],
         messages: list[ChatMessage],
-        answer: _AnswerStream,
+        streams: ReplyStreams,
         handler: ResponseHandler,
         usage: UsageTally,
     ) -> None:
@@ -214,15 +189,16 @@ class HostAgent(AbstractAgent):
                     {"limit": "max_handoffs"},
                 )
             else:
-                reason, task = _reason_and_task(call.arguments)
-                chosen.append((call, specialist, Handoff(specialist.name, reason, task, call.id)))
+                arguments = arguments_object(call.arguments)
+                task = arguments.get("task")
+                handoff = Handoff(specialist.name, str(arguments.get("reason") or ""), str(task) if task else None, call.id)
+                chosen.append((call, specialist, handoff))
 
         if unknown and not chosen:
             # The model named no specialist we have: the host answers itself.
             for call in unknown:
                 messages.append(tool_result(call, f"There is no specialist named {call.name!r}; answer the user yourself."))
-            await answer.next_turn()
-            await self._model_turn(self.model, messages, [], answer, handler, usage)
+            await self._host_reply(self.model, messages, [], streams, usage)
             return
 
         for _, _, handoff in chosen:
@@ -234,7 +210,7 @@ class HostAgent(AbstractAgent):
                     await callback(handoff)
                 except Exception:  # an observer's failure must not cost the user the answer
                     logger.exception("on_handoff callback %r failed (hand-off to %s)", callback, handoff.to_agent)
-        await answer.close(paragraph=True)  # the host's own text ends before the specialists speak
+        await streams.close(names.FINAL_RESPONSE, paragraph=True)  # the host's text ends before the specialists speak
 
         results = await self._run_specialists(chosen, prompt, conversation, handler)
         if self.summarizer is not None and results:
@@ -243,9 +219,8 @@ class HostAgent(AbstractAgent):
                 user(prompt),
                 *[user(f"{r.agent_name} answered:\n{r.result.text}") for r in results],
             ]
-            summary = _AnswerStream(handler)
-            await self._model_turn(self.summarizer, summary_request, [], summary, handler, usage)
-            await summary.close()
+            await self._host_reply(self.summarizer, summary_request, [], streams, usage)
+            await streams.close(names.FINAL_RESPONSE)
 
     async def _run_specialists(
         self,
@@ -290,43 +265,5 @@ class HostAgent(AbstractAgent):
         return results
 
 
-class _AnswerStream:
-    """The host's FINAL_RESPONSE: opened on the first text, a new paragraph per later turn."""
-
-    def __init__(self, handler: ResponseHandler) -> None:
-        self._handler = handler
-        self._stream = None
-        self._new_paragraph = False
-
-    async def write(self, text: str) -> None:
-        if self._stream is None or self._stream.is_complete:
-            self._stream = self._handler.create_text_stream(names.FINAL_RESPONSE)
-        elif self._new_paragraph:
-            await self._stream.emit_chunk("\n\n")
-        self._new_paragraph = False
-        await self._stream.emit_chunk(text)
-
-    async def next_turn(self) -> None:
-        self._new_paragraph = self._stream is not None
-
-    async def close(self, *, paragraph: bool = False) -> None:
-        """End the stream; `paragraph` ends its text with a blank line, for what others say next."""
-        if self._stream is not None and not self._stream.is_complete:
-            if paragraph:
-                await self._stream.emit_chunk("\n\n")
-            await self._stream.complete()
-
-
 def _tool_name(name: str) -> str:
     return _TOOL_NAME.sub("_", name)[:64]
-
-
-def _reason_and_task(arguments: str) -> tuple[str, Optional[str]]:
-    try:
-        parsed = json.loads(arguments or "{}")
-    except ValueError:
-        return "", None
-    if not isinstance(parsed, dict):
-        return "", None
-    task = parsed.get("task")
-    return str(parsed.get("reason") or ""), (str(task) if task else None)
