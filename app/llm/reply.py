@@ -1,0 +1,88 @@
+"""One model reply, streamed to the client as it arrives, and the text streams a run's replies share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from app.llm.messages import (
+    ChatMessage,
+    ModelUsage,
+    ReasoningDelta,
+    TextDelta,
+    ToolCallRequest,
+    ToolSpec,
+    UsageTally,
+)
+from app.llm.model import ChatModel, ModelSettings
+from app.protocol import conventions as names
+from app.runtime.response_handler import ResponseHandler
+from app.runtime.text_stream import StreamEventEmitter
+
+TURN_SEPARATOR = "\n\n"
+
+
+class ReplyStreams:
+    """A run's text streams by event name (FINAL_RESPONSE, THINKING): each opened on first use
+    and shared by later replies, whose text starts a new paragraph; one that was closed opens
+    anew."""
+
+    def __init__(self, handler: ResponseHandler) -> None:
+        self._handler = handler
+        self._streams: dict[str, StreamEventEmitter] = {}
+        self._turn_has_text: dict[str, bool] = {}
+
+    def new_turn(self) -> None:
+        self._turn_has_text = {}
+
+    async def write(self, event_name: str, text: str) -> None:
+        stream = self._streams.get(event_name)
+        if stream is None or stream.is_complete:
+            stream = self._streams[event_name] = self._handler.create_text_stream(event_name)
+        elif not self._turn_has_text.get(event_name):
+            await stream.emit_chunk(TURN_SEPARATOR)  # a later reply's text starts a new paragraph
+        self._turn_has_text[event_name] = True
+        await stream.emit_chunk(text)
+
+    async def close(self, event_name: str, *, paragraph: bool = False) -> None:
+        """End the stream; `paragraph` ends its text with a blank line, for what others say next."""
+        stream = self._streams.get(event_name)
+        if stream is not None and not stream.is_complete:
+            if paragraph:
+                await stream.emit_chunk(TURN_SEPARATOR)
+            await stream.complete()
+
+
+@dataclass
+class Reply:
+    """What one model reply came to: its text and the tool calls it asked for."""
+
+    text: str = ""
+    calls: list[ToolCallRequest] = field(default_factory=list)
+
+
+async def stream_reply(
+    model: ChatModel,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    settings: ModelSettings,
+    streams: ReplyStreams,
+    usage: UsageTally,
+) -> Reply:
+    """One reply: reasoning to THINKING and text to FINAL_RESPONSE as they arrive (text before a
+    tool call too), the tool calls collected, the usage counted."""
+    streams.new_turn()
+    usage.requests += 1
+    text: list[str] = []
+    calls: list[ToolCallRequest] = []
+    async for event in model.stream(messages, tools, settings):
+        if isinstance(event, TextDelta):
+            text.append(event.text)
+            await streams.write(names.FINAL_RESPONSE, event.text)
+        elif isinstance(event, ReasoningDelta):
+            await streams.write(names.THINKING, event.text)
+        elif isinstance(event, ToolCallRequest):
+            calls.append(event)
+        elif isinstance(event, ModelUsage):
+            usage.add(event)
+    return Reply("".join(text), calls)
