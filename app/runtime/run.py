@@ -169,26 +169,29 @@ class Run(Generic[T]):
             self.task.cancel()
         self.hook.send_now(self.handler.close_now(error))
 
+    async def next_batch(self, idle_after: Optional[float] = None) -> Optional[list[T]]:
+        """What the run sent since the last call, all that was ready together; [] once it has
+        ended and all is taken; None after `idle_after` seconds of silence (for a keepalive)."""
+        batch = await self._channel.take_all(idle_after)
+        if batch is not None and not batch and self.stats.outcome == "open":
+            self.stats.outcome = "completed"
+        return batch
+
+    def reader_left(self) -> None:
+        """The reader is gone, or `done` is out: the agent has nobody left to answer."""
+        if self.stats.outcome == "open":
+            self.stats.outcome = "disconnected"
+        if not self.task.done():
+            self.task.cancel()
+
     async def items(self, idle_after: Optional[float] = None) -> AsyncIterator[list[T]]:
-        """Everything the run sends, in batches of what was ready together; an empty batch after
-        `idle_after` seconds of silence (for a keepalive). The agent stops if this closes early."""
+        """Everything the run sends, in batches (see `next_batch`); an empty batch after
+        `idle_after` seconds of silence. The agent stops if this closes early."""
         try:
-            while True:
-                batch = await self._channel.take_all(idle_after)
-                if batch is None:
-                    yield []
-                    continue
-                if not batch:
-                    if self.stats.outcome == "open":
-                        self.stats.outcome = "completed"
-                    return
-                yield batch
+            while (batch := await self.next_batch(idle_after)) != []:
+                yield batch or []
         finally:
-            if self.stats.outcome == "open":
-                self.stats.outcome = "disconnected"
-            # The reader is gone, or `done` is out: the agent has nobody left to answer.
-            if not self.task.done():
-                self.task.cancel()
+            self.reader_left()
 
     def _after_agent(self, task: asyncio.Task) -> None:
         """A safety net: however the agent task ended, a run still open ends with `done`.

@@ -7,7 +7,7 @@ import hmac
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from app.server.responses import send_json_error
+from app.server.responses import Refusal, send_refusal
 
 # Health, readiness and metrics stay open: load balancers and scrapers carry no key.
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
@@ -18,27 +18,24 @@ def _digest(key: bytes) -> bytes:
     return hashlib.sha256(key).digest()
 
 
-class BearerAuthMiddleware:
-    def __init__(self, app: ASGIApp, keys: list[str]) -> None:
-        self.app = app
+class BearerKeys:
+    """The configured keys, kept as digests; says whether a request may pass."""
+
+    __slots__ = ("_digests",)
+
+    def __init__(self, keys: list[str]) -> None:
         self._digests = [_digest(key.encode()) for key in keys]
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not self._digests or scope["path"] in OPEN_PATHS:
-            await self.app(scope, receive, send)
-            return
+    def refusal(self, scope: Scope) -> Refusal | None:
+        """None when the request may pass: no keys configured, an open path, or a valid key."""
+        if not self._digests or scope["path"] in OPEN_PATHS:
+            return None
         given = _bearer_token(scope)
         if given is None:
-            await send_json_error(
-                send, 401, "an API key is required: send Authorization: Bearer <key>", {"WWW-Authenticate": "Bearer"}
-            )
-            return
+            return Refusal(401, "an API key is required: send Authorization: Bearer <key>", {"WWW-Authenticate": "Bearer"})
         if not self._matches(given):
-            await send_json_error(
-                send, 401, "the API key is not valid", {"WWW-Authenticate": 'Bearer error="invalid_token"'}
-            )
-            return
-        await self.app(scope, receive, send)
+            return Refusal(401, "the API key is not valid", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+        return None
 
     def _matches(self, given: bytes) -> bool:
         digest = _digest(given)
@@ -46,6 +43,20 @@ class BearerAuthMiddleware:
         for known in self._digests:  # every key, every time: no early exit to time
             matched |= hmac.compare_digest(digest, known)
         return matched
+
+
+class BearerAuthMiddleware:
+    def __init__(self, app: ASGIApp, keys: BearerKeys) -> None:
+        self.app = app
+        self.keys = keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = self.keys.refusal(scope)
+            if refusal is not None:
+                await send_refusal(send, refusal)
+                return
+        await self.app(scope, receive, send)
 
 
 def _bearer_token(scope: Scope) -> bytes | None:

@@ -1,22 +1,15 @@
-"""HTTP routes: POST /assist (the SSE stream), GET /healthz, /readyz and /metrics."""
+"""HTTP routes: GET /healthz, /readyz and /metrics; POST /assist as the OpenAPI schema shows it."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, PlainTextResponse
-from sse_starlette import EventSourceResponse
 
 from app.protocol.request import Request as AssistBody
-from app.runtime.session import Session
 from app.server.draining import is_draining
 from app.server.metrics import metrics_endpoint
-from app.runtime.run import RunStats
-from app.server.streaming import ShutdownSignal, sse_frames
 
 router = APIRouter()
-
-# Seconds a stream gets, once its shutdown grace is over, to send its last `error` and `done`.
-_SHUTDOWN_FLUSH_SECONDS = 2.0
 
 _STREAM_DESCRIPTION = """\
 A Server-Sent Events stream. Each event is one frame: `event: <event_name>`, one
@@ -28,7 +21,6 @@ are comment lines (`: ping`). The last event is always `done`.
 @router.post(
     "/assist",
     summary="Ask the agent; stream its answer",
-    response_class=EventSourceResponse,
     responses={
         200: {"description": _STREAM_DESCRIPTION, "content": {"text/event-stream": {}}},
         400: {"description": "The body cannot be parsed at all (not UTF-8, nested past the parser's limits)."},
@@ -38,25 +30,10 @@ are comment lines (`: ping`). The last event is always `done`.
         503: {"description": "At ASSIST_MAX_STREAMS, or shutting down; see `Retry-After`."},
     },
 )
-async def assist(body: AssistBody, request: Request) -> EventSourceResponse:
-    state = request.app.state
-    agent = state.agent
-    settings = state.settings
-    stats = RunStats(request.state.request_id)
-    request.state.stream_stats = stats
-    session = Session(body.session) if body.session is not None else Session.new(agent.name)
-    shutdown = ShutdownSignal(settings.shutdown_grace)
-    frames = sse_frames(
-        agent, session, body.query, timeout=settings.request_timeout, stats=stats,
-        ping_interval=settings.ping_interval, shutdown=shutdown,
-    )
-    return EventSourceResponse(
-        frames,
-        ping=0,  # sse_frames pings when the stream is idle
-        sep="\n",
-        shutdown_event=shutdown,  # type: ignore[arg-type]
-        shutdown_grace_period=settings.shutdown_grace + _SHUTDOWN_FLUSH_SECONDS,
-    )
+async def assist(body: AssistBody) -> None:
+    # Documents POST /assist in the OpenAPI schema. `Service` sends every POST /assist to
+    # `AssistEndpoint` before the routes are reached, so this is never called.
+    raise RuntimeError("POST /assist is served by AssistEndpoint, ahead of the routes")
 
 
 @router.get("/healthz", summary="Liveness: the process answers")

@@ -1,24 +1,36 @@
-"""The SSE bridge: an agent run whose events become frame bytes, and its end on shutdown.
+"""The SSE response: an agent run whose events go out as frame bytes, and its end on shutdown.
 
     Run (agent task, ids, guarantees) -> SseHook (one serialization per event)
-        -> sse_frames() (ready frames joined into one write) -> EventSourceResponse
+        -> stream_run() (all ready frames in one write; a ping when idle) -> ASGI send
+
+A waiting stream costs its run, this coroutine and one task that listens for the client
+leaving: no task group, no ping task, no timer for shutdown until shutdown begins.
 """
 
 from __future__ import annotations
 
 import asyncio
-from contextlib import aclosing
-from typing import Any, AsyncIterator
+import logging
+from typing import Any
+
+from starlette.types import Receive, Send
 
 from app.protocol.events import ErrorContent
-from app.protocol.request import Query
-from app.runtime.agent import AbstractAgent
-from app.runtime.run import ChannelHook, Run, RunStats
-from app.runtime.session import Session
+from app.runtime.run import ChannelHook, Run
+from app.server.draining import is_draining
+
+logger = logging.getLogger("app.server")
 
 SHUTDOWN_MESSAGE = "The server is shutting down; please retry."
 # A comment line: clients skip it, proxies see a live connection.
 PING_FRAME = b": ping\n\n"
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-store"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),  # nginx: pass each frame on, do not buffer the stream
+]
+_END = {"type": "http.response.body", "body": b"", "more_body": False}
 
 
 class SseHook(ChannelHook[bytes]):
@@ -30,64 +42,82 @@ class SseHook(ChannelHook[bytes]):
         return event.sse_frame()
 
 
-class ShutdownSignal:
-    """Set by sse-starlette when the server begins to shut down.
+async def stream_run(
+    run: Run[bytes], receive: Receive, send: Send, *, ping_interval: float, headers: list[tuple[bytes, bytes]],
+) -> None:
+    """Send `run` as an SSE response: every frame that is ready goes out in one write, and a
+    ping after `ping_interval` seconds of silence. The agent stops if the client leaves."""
+    await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + headers})
+    listener = asyncio.ensure_future(_client_left(receive))
+    # The client left: the agent stops, and the loop below ends with the run's closing events.
+    listener.add_done_callback(lambda task: task.cancelled() or run.stop(outcome="disconnected"))
+    try:
+        while True:
+            batch = await run.next_batch(ping_interval)
+            if batch is None:
+                body = PING_FRAME
+            elif batch:
+                body = batch[0] if len(batch) == 1 else b"".join(batch)
+            else:
+                break
+            await send({"type": "http.response.body", "body": body, "more_body": True})
+        await send(_END)
+    except OSError:
+        pass  # the client is gone (servers that raise on a send after a disconnect); the run ends below
+    finally:
+        listener.cancel()
+        run.reader_left()
 
-    The stream may run on for `grace` seconds; then its agent is cancelled and
-    the client gets `error` (503) and `done`. It stands in for the `anyio.Event`
-    that EventSourceResponse sets, so that no task per stream waits on one.
+
+async def _client_left(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+class OpenStreams:
+    """The streams open in this process, ended when the server shuts down.
+
+    One watcher task for all of them notices the shutdown (SIGTERM); each stream then runs
+    on for `grace` seconds, after which its agent is cancelled and the client gets `error`
+    (503) and `done`.
     """
 
-    __slots__ = ("_grace", "_run", "_timer")
+    POLL_SECONDS = 0.5
 
     def __init__(self, grace: float) -> None:
         self._grace = grace
-        self._run: Run[bytes] | None = None
-        self._timer: asyncio.TimerHandle | None = None
+        self._runs: set[Run[bytes]] = set()
+        self._watcher: asyncio.Task[None] | None = None
+        self._draining = False
 
-    def bind(self, run: Run[bytes]) -> None:
-        self._run = run
+    def add(self, run: Run[bytes]) -> None:
+        self._runs.add(run)
+        if self._draining:
+            self._end_later(run)
+        elif self._watcher is None or self._watcher.done():
+            self._watcher = asyncio.ensure_future(self._watch())
 
-    def set(self) -> None:
+    def discard(self, run: Run[bytes]) -> None:
+        self._runs.discard(run)
+
+    async def _watch(self) -> None:
+        while self._runs:
+            if is_draining():
+                self._draining = True
+                for run in list(self._runs):
+                    self._end_later(run)
+                return
+            await asyncio.sleep(self.POLL_SECONDS)
+
+    def _end_later(self, run: Run[bytes]) -> None:
         if self._grace > 0:
-            self._timer = asyncio.get_running_loop().call_later(self._grace, self.end_stream)
+            asyncio.get_running_loop().call_later(self._grace, _end_for_shutdown, run)
         else:
-            self.end_stream()
-
-    def cancel_timer(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def end_stream(self) -> None:
-        run = self._run
-        if run is None or run.task.done():
-            return
-        error = ErrorContent(error_message=SHUTDOWN_MESSAGE, error_code=503, details={"request_id": run.stats.request_id})
-        run.stop(error, outcome="shutdown")
+            _end_for_shutdown(run)
 
 
-async def sse_frames(
-    agent: AbstractAgent,
-    session: Session,
-    query: Query,
-    *,
-    timeout: float,
-    stats: RunStats,
-    ping_interval: float,
-    shutdown: ShutdownSignal | None = None,
-) -> AsyncIterator[bytes]:
-    """The bytes of the response: every frame that is ready goes out in one write, and a
-    ping after `ping_interval` seconds of silence (our own: no timer task per stream)."""
-    run = Run(agent, session, query, timeout=timeout, stats=stats, make_hook=SseHook)
-    if shutdown is not None:
-        shutdown.bind(run)
-    try:
-        async with aclosing(run.items(idle_after=ping_interval)) as batches:
-            async for frames in batches:
-                if not frames:
-                    yield PING_FRAME
-                else:
-                    yield frames[0] if len(frames) == 1 else b"".join(frames)
-    finally:
-        if shutdown is not None:
-            shutdown.cancel_timer()
+def _end_for_shutdown(run: Run[bytes]) -> None:
+    if run.task.done():
+        return
+    error = ErrorContent(error_message=SHUTDOWN_MESSAGE, error_code=503, details={"request_id": run.stats.request_id})
+    run.stop(error, outcome="shutdown")

@@ -1,0 +1,93 @@
+"""POST /assist: the request checked, read and parsed; then its agent's run, streamed as SSE.
+
+The service serves it ahead of FastAPI's middleware and routing (see `Service` in app.py),
+so that a stream holds nothing but this coroutine, its run and uvicorn's connection: about
+5 KB over a bare ASGI app instead of the 40 KB of routing, exception and middleware layers
+and a task group per stream (bench/README.md has the measurements). It applies the same
+rules as the rest of the service, in the same order: the API key (401), the stream limit
+and draining (503), the body size (413), the body itself (400/422), then the stream.
+"""
+
+from __future__ import annotations
+
+import time
+
+from starlette.types import Receive, Scope, Send
+
+from app.runtime.agent import AbstractAgent
+from app.runtime.run import Run, RunStats
+from app.runtime.session import Session
+from app.server.access_log import CLIENT_CLOSED_REQUEST, log_request, request_id_header, request_id_of
+from app.server.auth import BearerKeys
+from app.server.limits import ClientGone, StreamGate, read_body
+from app.server.responses import Refusal, send_refusal
+from app.server.settings import Settings
+from app.server.streaming import OpenStreams, SseHook, stream_run
+from app.server.validation import parse_request
+
+ASSIST_PATH = "/assist"
+
+
+class AssistEndpoint:
+    """The ASGI app of POST /assist for one agent and its settings."""
+
+    def __init__(self, agent: AbstractAgent, settings: Settings, keys: BearerKeys, gate: StreamGate) -> None:
+        self.agent = agent
+        self.keys = keys
+        self.gate = gate
+        self.streams = OpenStreams(settings.shutdown_grace)
+        self._timeout = settings.request_timeout
+        self._ping_interval = settings.ping_interval
+        self._max_body_bytes = settings.max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        started = time.perf_counter()
+        request_id = request_id_of(scope)
+        id_header = [request_id_header(request_id)]
+        status = CLIENT_CLOSED_REQUEST  # until an answer starts: a client that left first, as nginx logs it
+        stats: RunStats | None = None
+        try:
+            request = await self._read_request(scope, receive)
+            if isinstance(request, Refusal):
+                status = await send_refusal(send, request, id_header)
+                return
+            agent = self.agent
+            stats = RunStats(request_id)
+            session = Session(request.session) if request.session is not None else Session.new(agent.name)
+            query = request.query
+            del request  # what the run needs is kept; the rest of the body is not held for the stream's life
+            run = Run(agent, session, query, timeout=self._timeout, stats=stats, make_hook=SseHook)
+            del session, query
+            self.gate.enter()
+            self.streams.add(run)
+            try:
+                status = 200
+                await stream_run(run, receive, send, ping_interval=self._ping_interval, headers=id_header)
+            finally:
+                self.streams.discard(run)
+                self.gate.leave()
+        except ClientGone:
+            pass
+        except BaseException:
+            if status == CLIENT_CLOSED_REQUEST:
+                status = 500
+            raise
+        finally:
+            log_request(scope, request_id, status, started, stats, self.agent.name)
+
+    async def _read_request(self, scope: Scope, receive: Receive):
+        """The parsed request, or the refusal to send instead."""
+        refusal = self.keys.refusal(scope) or self.gate.refusal()
+        if refusal is not None:
+            return refusal
+        body = await read_body(scope, receive, self._max_body_bytes)
+        if isinstance(body, Refusal):
+            return body
+        return parse_request(body, _content_type(scope))
+
+
+def _content_type(scope: Scope) -> str | None:
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            return value.decode("latin-1")
+    return None
