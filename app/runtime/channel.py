@@ -30,6 +30,9 @@ class Channel(Generic[T]):
         """True once the last item is in; the reader stops after taking it."""
         return self._closed
 
+    def has_items(self) -> bool:
+        return bool(self._items)
+
     def has_room(self) -> bool:
         return len(self._items) < self._capacity
 
@@ -61,23 +64,12 @@ class Channel(Generic[T]):
         if reader is not None and not reader.done():
             reader.set_result(None)
 
-    async def take_all(self, idle_after: Optional[float] = None) -> Optional[list[T]]:
-        """Everything that is ready, waiting while there is nothing: [] once closed and empty,
-        None if `idle_after` seconds passed with nothing (time for a keepalive)."""
+    wake_reader = _wake_reader  # for a keepalive: the reader wakes to nothing and takes None
+
+    def take_ready(self) -> Optional[list[T]]:
+        """Everything that is ready, without waiting: [] once closed and empty, None if nothing yet."""
         if not self._items:
-            if self._closed:
-                return []
-            loop = asyncio.get_running_loop()
-            self._reader = loop.create_future()
-            timer = loop.call_later(idle_after, self._wake_reader) if idle_after else None
-            try:
-                await self._reader
-            finally:
-                self._reader = None
-                if timer is not None:
-                    timer.cancel()
-            if not self._items:
-                return [] if self._closed else None
+            return [] if self._closed else None
         items = self._items
         self._items = []
         writers = self._writers
@@ -87,3 +79,28 @@ class Channel(Generic[T]):
                 if not waiter.done():
                     waiter.set_result(None)
         return items
+
+    def ready(self) -> asyncio.Future[None]:
+        """A future done when there is something to take, the channel closes, or `wake_reader()`.
+        For one reader: the future replaces any earlier one."""
+        self._reader = reader = asyncio.get_running_loop().create_future()
+        if self._items or self._closed:
+            reader.set_result(None)
+        return reader
+
+    async def take_all(self, idle_after: Optional[float] = None) -> Optional[list[T]]:
+        """Everything that is ready, waiting while there is nothing: [] once closed and empty,
+        None if `idle_after` seconds passed with nothing (time for a keepalive)."""
+        items = self.take_ready()
+        if items is not None:
+            return items
+        loop = asyncio.get_running_loop()
+        reader = self.ready()
+        timer = loop.call_later(idle_after, self._wake_reader) if idle_after else None
+        try:
+            await reader
+        finally:
+            self._reader = None
+            if timer is not None:
+                timer.cancel()
+        return self.take_ready()

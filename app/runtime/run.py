@@ -20,6 +20,7 @@ from app.protocol.events import DoneEvent, ErrorContent
 from app.protocol.request import Query
 from app.runtime.agent import AbstractAgent
 from app.runtime.channel import Channel
+from app.runtime.deadlines import Deadlines
 from app.runtime.errors import AgentError, CallRefused, ResponseStreamClosedError
 from app.runtime.ids import MonotonicUlid
 from app.runtime.response_handler import ResponseHandler
@@ -101,21 +102,21 @@ async def run_agent(
     query: Query,
     handler: ResponseHandler,
     *,
-    timeout: float,
     stats: RunStats,
 ) -> None:
-    """Run `assist()` under the time limit; an error becomes an `error` event; always `done` last."""
+    """Run `assist()`; an error becomes an `error` event; always `done` last.
+
+    The time limit is the Run's: it cancels this task with `stats.timed_out` set (`Run.time_out`).
+    """
     try:
-        async with asyncio.timeout(timeout) as deadline:
-            await agent.assist(session, query, handler)
-    except TimeoutError as exc:
-        if not deadline.expired():
-            await _report_failure(agent, handler, stats, exc)
-        else:
-            stats.timed_out = True
-            logger.warning("agent %s timed out after %ss (request %s)", agent.name, timeout, stats.request_id)
-            if not handler.is_complete:
-                await handler.emit_error(TIMEOUT_MESSAGE, 504, {"request_id": stats.request_id})
+        await agent.assist(session, query, handler)
+    except asyncio.CancelledError:
+        if not stats.timed_out:
+            raise
+        asyncio.current_task().uncancel()  # type: ignore[union-attr]  # the cancel was the time limit's
+        logger.warning("agent %s timed out (request %s)", agent.name, stats.request_id)
+        if not handler.is_complete:
+            await handler.emit_error(TIMEOUT_MESSAGE, 504, {"request_id": stats.request_id})
     except CallRefused as refused:
         # The framework's own refusal of an agent-to-agent call: its message is safe and says why.
         logger.warning("agent %s: %s (request %s)", agent.name, refused, stats.request_id)
@@ -139,7 +140,13 @@ async def _report_failure(agent: AbstractAgent, handler: ResponseHandler, stats:
 
 
 class Run(Generic[T]):
-    """One agent run, started on creation; iterate `items()` for what it sends, in order."""
+    """One agent run, started on creation; iterate `items()` for what it sends, in order.
+
+    Its time limit is a timer of its own, or an entry in `deadlines` when many runs share
+    one (the server's: see app/runtime/deadlines.py).
+    """
+
+    __slots__ = ("stats", "hook", "handler", "task", "_channel", "_deadlines", "_timer")
 
     def __init__(
         self,
@@ -150,16 +157,27 @@ class Run(Generic[T]):
         timeout: float,
         stats: RunStats,
         make_hook: Callable[[Channel[T], RunStats], ChannelHook[T]] = ChannelHook,
+        deadlines: Optional[Deadlines["Run[Any]"]] = None,
     ) -> None:
         self.stats = stats
         self._channel: Channel[T] = Channel(CHANNEL_CAPACITY)
         self.hook = make_hook(self._channel, stats)
         self.handler = ResponseHandler(session.processor_id, self.hook)
-        self.task = asyncio.create_task(
-            run_agent(agent, session, query, self.handler, timeout=timeout, stats=stats),
-            name=f"assist:{stats.request_id}",
-        )
+        self.task = asyncio.create_task(run_agent(agent, session, query, self.handler, stats=stats))
         self.task.add_done_callback(self._after_agent)
+        self._deadlines = deadlines
+        self._timer: Optional[asyncio.TimerHandle] = None
+        if deadlines is not None:
+            deadlines.set(self)
+        else:
+            self._timer = asyncio.get_running_loop().call_later(timeout, self.time_out)
+
+    def time_out(self) -> None:
+        """The time limit is up: the agent is cancelled and the run ends with `error` (504) and `done`."""
+        if self.task.done() or self.stats.outcome != "open":
+            return
+        self.stats.timed_out = True
+        self.task.cancel()
 
     def stop(self, error: ErrorContent | None = None, outcome: str | None = None) -> None:
         """End the run now: cancel the agent and send the closing events (`error` if given, `done`)."""
@@ -169,13 +187,20 @@ class Run(Generic[T]):
             self.task.cancel()
         self.hook.send_now(self.handler.close_now(error))
 
-    async def next_batch(self, idle_after: Optional[float] = None) -> Optional[list[T]]:
+    def take_ready(self) -> Optional[list[T]]:
         """What the run sent since the last call, all that was ready together; [] once it has
-        ended and all is taken; None after `idle_after` seconds of silence (for a keepalive)."""
-        batch = await self._channel.take_all(idle_after)
+        ended and all is taken; None when there is nothing yet (await `ready()`)."""
+        batch = self._channel.take_ready()
         if batch is not None and not batch and self.stats.outcome == "open":
             self.stats.outcome = "completed"
         return batch
+
+    def ready(self) -> asyncio.Future[None]:
+        """Done when there is something to take, or the run ended, or `wake_reader()` (a keepalive)."""
+        return self._channel.ready()
+
+    def wake_reader(self) -> None:
+        self._channel.wake_reader()
 
     def reader_left(self) -> None:
         """The reader is gone, or `done` is out: the agent has nobody left to answer."""
@@ -185,13 +210,34 @@ class Run(Generic[T]):
             self.task.cancel()
 
     async def items(self, idle_after: Optional[float] = None) -> AsyncIterator[list[T]]:
-        """Everything the run sends, in batches (see `next_batch`); an empty batch after
-        `idle_after` seconds of silence. The agent stops if this closes early."""
+        """Everything the run sends, in batches of what was ready together; an empty batch
+        after `idle_after` seconds of silence (for a keepalive). The agent stops if this closes early."""
         try:
-            while (batch := await self.next_batch(idle_after)) != []:
-                yield batch or []
+            while True:
+                batch = self.take_ready()
+                if batch is None:
+                    if await self._wait(idle_after):
+                        continue
+                    yield []
+                elif batch:
+                    yield batch
+                else:
+                    return
         finally:
             self.reader_left()
+
+    async def _wait(self, idle_after: Optional[float]) -> bool:
+        """Wait for the next batch: False if `idle_after` seconds passed first."""
+        ready = self.ready()
+        if not idle_after:
+            await ready
+            return True
+        timer = asyncio.get_running_loop().call_later(idle_after, self.wake_reader)
+        try:
+            await ready
+        finally:
+            timer.cancel()
+        return self._channel.has_items() or self._channel.closed
 
     def _after_agent(self, task: asyncio.Task) -> None:
         """A safety net: however the agent task ended, a run still open ends with `done`.
@@ -201,6 +247,10 @@ class Run(Generic[T]):
         of ours. When the run was ended on purpose (the reader left, shutdown, `done` already
         out) there is nothing to do.
         """
+        if self._deadlines is not None:
+            self._deadlines.clear(self)
+        elif self._timer is not None:
+            self._timer.cancel()
         if self._channel.closed or self.stats.outcome != "open":
             return
         error: ErrorContent | None = None

@@ -15,6 +15,7 @@ import time
 from starlette.types import Receive, Scope, Send
 
 from app.runtime.agent import AbstractAgent
+from app.runtime.deadlines import Deadlines
 from app.runtime.run import Run, RunStats
 from app.runtime.session import Session
 from app.server.access_log import CLIENT_CLOSED_REQUEST, log_request, request_id_header, request_id_of
@@ -36,8 +37,10 @@ class AssistEndpoint:
         self.keys = keys
         self.gate = gate
         self.streams = OpenStreams(settings.shutdown_grace)
+        # One timer each for every stream's time limit and keepalive, not two timers per stream.
+        self._time_limits: Deadlines[Run[bytes]] = Deadlines(settings.request_timeout, Run.time_out)
+        self._pings: Deadlines[Run[bytes]] = Deadlines(settings.ping_interval, Run.wake_reader)
         self._timeout = settings.request_timeout
-        self._ping_interval = settings.ping_interval
         self._max_body_bytes = settings.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -56,13 +59,13 @@ class AssistEndpoint:
             session = Session(request.session) if request.session is not None else Session.new(agent.name)
             query = request.query
             del request  # what the run needs is kept; the rest of the body is not held for the stream's life
-            run = Run(agent, session, query, timeout=self._timeout, stats=stats, make_hook=SseHook)
+            run = Run(agent, session, query, timeout=self._timeout, stats=stats, make_hook=SseHook, deadlines=self._time_limits)
             del session, query
             self.gate.enter()
             self.streams.add(run)
             try:
                 status = 200
-                await stream_run(run, receive, send, ping_interval=self._ping_interval, headers=id_header)
+                await stream_run(run, receive, send, pings=self._pings, headers=id_header)
             finally:
                 self.streams.discard(run)
                 self.gate.leave()

@@ -4,7 +4,8 @@
         -> stream_run() (all ready frames in one write; a ping when idle) -> ASGI send
 
 A waiting stream costs its run, this coroutine and one task that listens for the client
-leaving: no task group, no ping task, no timer for shutdown until shutdown begins.
+leaving: no task group, no ping task, no timer of its own (pings and time limits are
+entries in shared `Deadlines`), nothing for shutdown until shutdown begins.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from starlette.types import Receive, Send
 
 from app.protocol.events import ErrorContent
+from app.runtime.deadlines import Deadlines
 from app.runtime.run import ChannelHook, Run
 from app.server.draining import is_draining
 
@@ -43,35 +45,36 @@ class SseHook(ChannelHook[bytes]):
 
 
 async def stream_run(
-    run: Run[bytes], receive: Receive, send: Send, *, ping_interval: float, headers: list[tuple[bytes, bytes]],
+    run: Run[bytes], receive: Receive, send: Send, *, pings: Deadlines[Run[bytes]], headers: list[tuple[bytes, bytes]],
 ) -> None:
     """Send `run` as an SSE response: every frame that is ready goes out in one write, and a
-    ping after `ping_interval` seconds of silence. The agent stops if the client leaves."""
+    ping when `pings` finds the stream silent. The agent stops if the client leaves."""
     await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + headers})
-    listener = asyncio.ensure_future(_client_left(receive))
-    # The client left: the agent stops, and the loop below ends with the run's closing events.
+    # The body has been read: the next message can only be the client leaving. Then the agent
+    # stops, and the loop below ends with the run's closing events.
+    listener = asyncio.ensure_future(receive())
     listener.add_done_callback(lambda task: task.cancelled() or run.stop(outcome="disconnected"))
     try:
         while True:
-            batch = await run.next_batch(ping_interval)
+            batch = run.take_ready()
             if batch is None:
-                body = PING_FRAME
-            elif batch:
-                body = batch[0] if len(batch) == 1 else b"".join(batch)
-            else:
+                pings.set(run)
+                await run.ready()
+                batch = run.take_ready()
+                if batch is None:  # woken by `pings`: silent for a whole interval
+                    await send({"type": "http.response.body", "body": PING_FRAME, "more_body": True})
+                    continue
+                pings.clear(run)
+            if not batch:
                 break
-            await send({"type": "http.response.body", "body": body, "more_body": True})
+            await send({"type": "http.response.body", "body": batch[0] if len(batch) == 1 else b"".join(batch), "more_body": True})
         await send(_END)
     except OSError:
         pass  # the client is gone (servers that raise on a send after a disconnect); the run ends below
     finally:
+        pings.clear(run)
         listener.cancel()
         run.reader_left()
-
-
-async def _client_left(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
 
 
 class OpenStreams:
