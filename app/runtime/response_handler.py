@@ -45,6 +45,8 @@ def _check_json_object(what: str, data: object) -> dict[str, Any]:
 class ResponseHandler:
     """Emits an agent's events through a Hook; `complete()` ends the response with `done`."""
 
+    __slots__ = ("_source", "_hook", "_streams", "_forwarded", "_closing", "_is_complete")
+
     def __init__(self, source: Union[str, Identity], hook: Hook) -> None:
         self._source = source.id if isinstance(source, Identity) else source
         self._hook = hook

@@ -202,6 +202,11 @@ class Run(Generic[T]):
     def wake_reader(self) -> None:
         self._channel.wake_reader()
 
+    def client_left(self, listener: asyncio.Future[Any]) -> None:
+        """The done callback of a task that waits for the client to leave: the run ends now."""
+        if not listener.cancelled():
+            self.stop(outcome="disconnected")
+
     def reader_left(self) -> None:
         """The reader is gone, or `done` is out: the agent has nobody left to answer."""
         if self.stats.outcome == "open":

@@ -10,10 +10,12 @@ and draining (503), the body size (413), the body itself (400/422), then the str
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from starlette.types import Receive, Scope, Send
 
+from app.protocol.request import Request
 from app.runtime.agent import AbstractAgent
 from app.runtime.deadlines import Deadlines
 from app.runtime.run import Run, RunStats
@@ -23,7 +25,7 @@ from app.server.auth import BearerKeys
 from app.server.limits import ClientGone, StreamGate, read_body
 from app.server.responses import Refusal, send_refusal
 from app.server.settings import Settings
-from app.server.streaming import OpenStreams, SseHook, stream_run
+from app.server.streaming import PING_FRAME, SSE_HEADERS, OpenStreams, SseHook
 from app.server.validation import parse_request
 
 ASSIST_PATH = "/assist"
@@ -44,29 +46,51 @@ class AssistEndpoint:
         self._max_body_bytes = settings.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # One coroutine from the request to the end of its stream: every frame of ours
+        # that a waiting stream holds costs memory on each of thousands of streams.
         started = time.perf_counter()
         request_id = request_id_of(scope)
-        id_header = [request_id_header(request_id)]
         status = CLIENT_CLOSED_REQUEST  # until an answer starts: a client that left first, as nginx logs it
         stats: RunStats | None = None
         try:
             request = await self._read_request(scope, receive)
             if isinstance(request, Refusal):
-                status = await send_refusal(send, request, id_header)
+                status = await send_refusal(send, request, [request_id_header(request_id)])
                 return
-            agent = self.agent
             stats = RunStats(request_id)
-            session = Session(request.session) if request.session is not None else Session.new(agent.name)
-            query = request.query
-            del request  # what the run needs is kept; the rest of the body is not held for the stream's life
-            run = Run(agent, session, query, timeout=self._timeout, stats=stats, make_hook=SseHook, deadlines=self._time_limits)
-            del session, query
-            self.gate.enter()
-            self.streams.add(run)
+            run = self._start(request, stats)
+            del request  # the run has what it needs; the rest of the body is not held for the stream's life
+            pings = self._pings
             try:
                 status = 200
-                await stream_run(run, receive, send, pings=self._pings, headers=id_header)
+                await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, request_id_header(request_id)]})
+                # The body has been read: the next message can only be the client leaving.
+                listener = asyncio.ensure_future(receive())
+                listener.add_done_callback(run.client_left)
+                try:
+                    # Every frame that is ready goes out in one write; a ping after a silent interval.
+                    while True:
+                        batch = run.take_ready()
+                        if batch is None:
+                            pings.set(run)
+                            await run.ready()
+                            batch = run.take_ready()
+                            if batch is None:  # woken by `pings`
+                                await send({"type": "http.response.body", "body": PING_FRAME, "more_body": True})
+                                continue
+                            pings.clear(run)
+                        if not batch:
+                            break
+                        body = batch[0] if len(batch) == 1 else b"".join(batch)
+                        await send({"type": "http.response.body", "body": body, "more_body": True})
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+                except OSError:
+                    pass  # the client is gone (servers that raise on a send after a disconnect)
+                finally:
+                    listener.cancel()
             finally:
+                pings.clear(run)
+                run.reader_left()
                 self.streams.discard(run)
                 self.gate.leave()
         except ClientGone:
@@ -77,6 +101,15 @@ class AssistEndpoint:
             raise
         finally:
             log_request(scope, request_id, status, started, stats, self.agent.name)
+
+    def _start(self, request: Request, stats: RunStats) -> Run[bytes]:
+        """The run for `request`, counted as an open stream."""
+        agent = self.agent
+        session = Session(request.session) if request.session is not None else Session.new(agent.name)
+        run = Run(agent, session, request.query, timeout=self._timeout, stats=stats, make_hook=SseHook, deadlines=self._time_limits)
+        self.gate.enter()
+        self.streams.add(run)
+        return run
 
     async def _read_request(self, scope: Scope, receive: Receive):
         """The parsed request, or the refusal to send instead."""

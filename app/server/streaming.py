@@ -1,11 +1,7 @@
-"""The SSE response: an agent run whose events go out as frame bytes, and its end on shutdown.
+"""SSE on the wire: frames from events, keepalive pings, and the end of open streams on shutdown.
 
     Run (agent task, ids, guarantees) -> SseHook (one serialization per event)
-        -> stream_run() (all ready frames in one write; a ping when idle) -> ASGI send
-
-A waiting stream costs its run, this coroutine and one task that listens for the client
-leaving: no task group, no ping task, no timer of its own (pings and time limits are
-entries in shared `Deadlines`), nothing for shutdown until shutdown begins.
+        -> AssistEndpoint (all ready frames in one write; a ping when idle) -> ASGI send
 """
 
 from __future__ import annotations
@@ -14,10 +10,7 @@ import asyncio
 import logging
 from typing import Any
 
-from starlette.types import Receive, Send
-
 from app.protocol.events import ErrorContent
-from app.runtime.deadlines import Deadlines
 from app.runtime.run import ChannelHook, Run
 from app.server.draining import is_draining
 
@@ -32,7 +25,6 @@ SSE_HEADERS = [
     (b"connection", b"keep-alive"),
     (b"x-accel-buffering", b"no"),  # nginx: pass each frame on, do not buffer the stream
 ]
-_END = {"type": "http.response.body", "body": b"", "more_body": False}
 
 
 class SseHook(ChannelHook[bytes]):
@@ -42,39 +34,6 @@ class SseHook(ChannelHook[bytes]):
 
     def encode(self, event: Any) -> bytes:
         return event.sse_frame()
-
-
-async def stream_run(
-    run: Run[bytes], receive: Receive, send: Send, *, pings: Deadlines[Run[bytes]], headers: list[tuple[bytes, bytes]],
-) -> None:
-    """Send `run` as an SSE response: every frame that is ready goes out in one write, and a
-    ping when `pings` finds the stream silent. The agent stops if the client leaves."""
-    await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS + headers})
-    # The body has been read: the next message can only be the client leaving. Then the agent
-    # stops, and the loop below ends with the run's closing events.
-    listener = asyncio.ensure_future(receive())
-    listener.add_done_callback(lambda task: task.cancelled() or run.stop(outcome="disconnected"))
-    try:
-        while True:
-            batch = run.take_ready()
-            if batch is None:
-                pings.set(run)
-                await run.ready()
-                batch = run.take_ready()
-                if batch is None:  # woken by `pings`: silent for a whole interval
-                    await send({"type": "http.response.body", "body": PING_FRAME, "more_body": True})
-                    continue
-                pings.clear(run)
-            if not batch:
-                break
-            await send({"type": "http.response.body", "body": batch[0] if len(batch) == 1 else b"".join(batch), "more_body": True})
-        await send(_END)
-    except OSError:
-        pass  # the client is gone (servers that raise on a send after a disconnect); the run ends below
-    finally:
-        pings.clear(run)
-        listener.cancel()
-        run.reader_left()
 
 
 class OpenStreams:
