@@ -159,11 +159,11 @@ class ResponseHandler:
         ]
         return chunks
 
-    def close_now(self, error: Optional[ErrorContent] = None) -> list[Any]:
+    def close_now(self, error: Optional[ErrorContent] = None, *, error_first: bool = False) -> list[Any]:
         """Mark the response complete at once; return the events that end it, for the server to send.
 
-        For endings the agent does not choose (shutdown): the last chunk of each
-        open stream, then `error` if given, then `done`.
+        For endings the agent does not choose: the last chunk of each open stream, then
+        `error` if given (or the error first: `error_first`), then `done`.
         """
         if self._is_complete:
             # complete() began and was cut short: what it had still to send, the error before `done`.
@@ -174,6 +174,6 @@ class ResponseHandler:
         self._is_complete = True
         events = self._last_chunks()
         if error is not None:
-            events.append(ErrorEvent(source=self._source, content=error))
+            events.insert(0 if error_first else len(events), ErrorEvent(source=self._source, content=error))
         events.append(DoneEvent(source=self._source))
         return events

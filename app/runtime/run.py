@@ -14,7 +14,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from typing import Any, AsyncIterator, Callable, Generic, Optional, TypeVar
+from typing import Any, AsyncIterator, Callable, Coroutine, Generic, Optional, TypeVar
 
 from app.protocol.events import DoneEvent, ErrorContent
 from app.protocol.request import Query
@@ -96,47 +96,22 @@ class ChannelHook(Generic[T]):
             self._channel.put_nowait(self.encode(event), last=index == len(events) - 1)
 
 
-async def run_agent(
-    agent: AbstractAgent,
-    session: Session,
-    query: Query,
-    handler: ResponseHandler,
-    *,
-    stats: RunStats,
-) -> None:
-    """Run `assist()`; an error becomes an `error` event; always `done` last.
-
-    The time limit is the Run's: it cancels this task with `stats.timed_out` set (`Run.time_out`).
-    """
+def _assist(agent: AbstractAgent, session: Session, query: Query, handler: ResponseHandler) -> Coroutine[Any, Any, Any]:
+    """The agent's `assist()` coroutine, for a task of its own. An `assist()` that is not a
+    coroutine function still runs, and fails, inside that task, as any agent's failure does."""
     try:
-        await agent.assist(session, query, handler)
-    except asyncio.CancelledError:
-        if not stats.timed_out:
-            raise
-        asyncio.current_task().uncancel()  # type: ignore[union-attr]  # the cancel was the time limit's
-        logger.warning("agent %s timed out (request %s)", agent.name, stats.request_id)
-        if not handler.is_complete:
-            await handler.emit_error(TIMEOUT_MESSAGE, 504, {"request_id": stats.request_id})
-    except CallRefused as refused:
-        # The framework's own refusal of an agent-to-agent call: its message is safe and says why.
-        logger.warning("agent %s: %s (request %s)", agent.name, refused, stats.request_id)
-        if not handler.is_complete:
-            await handler.emit_error(str(refused), refused.error_code, {"refused": refused.reason, "request_id": stats.request_id})
-    except ResponseStreamClosedError:
-        # It emitted after complete(): the reader already has `done`.
-        logger.warning("agent %s emitted after its response was complete (request %s)", agent.name, stats.request_id)
+        coro = agent.assist(session, query, handler)
     except Exception as exc:
-        await _report_failure(agent, handler, stats, exc)
-    await handler.complete()
+        return _raise(exc)
+    return coro if asyncio.iscoroutine(coro) else _await(coro)
 
 
-async def _report_failure(agent: AbstractAgent, handler: ResponseHandler, stats: RunStats, exc: BaseException) -> None:
-    stats.agent_failed = True
-    logger.error("agent %s raised %s (request %s)", agent.name, type(exc).__name__, stats.request_id, exc_info=exc)
-    if not handler.is_complete:
-        await handler.emit_error(
-            AGENT_FAILED_MESSAGE, 500, {"error_type": type(exc).__name__, "request_id": stats.request_id}
-        )
+async def _raise(exc: Exception) -> None:
+    raise exc
+
+
+async def _await(awaitable: Any) -> None:
+    await awaitable
 
 
 class Run(Generic[T]):
@@ -146,7 +121,7 @@ class Run(Generic[T]):
     one (the server's: see app/runtime/deadlines.py).
     """
 
-    __slots__ = ("stats", "hook", "handler", "task", "_channel", "_deadlines", "_timer")
+    __slots__ = ("stats", "hook", "handler", "task", "_agent_name", "_channel", "_deadlines", "_timer")
 
     def __init__(
         self,
@@ -163,7 +138,10 @@ class Run(Generic[T]):
         self._channel: Channel[T] = Channel(CHANNEL_CAPACITY)
         self.hook = make_hook(self._channel, stats)
         self.handler = ResponseHandler(session.processor_id, self.hook)
-        self.task = asyncio.create_task(run_agent(agent, session, query, self.handler, stats=stats))
+        self._agent_name = agent.name
+        # The task runs the agent's own coroutine, nothing around it: how it ended is read
+        # in _after_agent, which ends the run accordingly.
+        self.task = asyncio.create_task(_assist(agent, session, query, self.handler))
         self.task.add_done_callback(self._after_agent)
         self._deadlines = deadlines
         self._timer: Optional[asyncio.TimerHandle] = None
@@ -245,32 +223,50 @@ class Run(Generic[T]):
         return self._channel.has_items() or self._channel.closed
 
     def _after_agent(self, task: asyncio.Task) -> None:
-        """A safety net: however the agent task ended, a run still open ends with `done`.
-
-        It catches what run_agent cannot: an agent that raised CancelledError of its own
-        accord, complete() cut short by the time limit while it waited for room, or a failure
-        of ours. When the run was ended on purpose (the reader left, shutdown, `done` already
-        out) there is nothing to do.
-        """
+        """However the agent's task ended, the run ends with `done`, after an `error` when it
+        failed, timed out or was refused a call. When the run was ended on purpose (the reader
+        left, shutdown) there is nothing to do; when `done` is already out, only the log."""
         if self._deadlines is not None:
             self._deadlines.clear(self)
         elif self._timer is not None:
             self._timer.cancel()
-        if self._channel.closed or self.stats.outcome != "open":
+        stats = self.stats
+        if stats.outcome != "open":
             return
-        error: ErrorContent | None = None
-        exc = None if task.cancelled() else task.exception()
-        if task.cancelled() or exc is not None:
-            if exc is not None:
-                logger.error("agent task failed outside the agent (request %s)", self.stats.request_id, exc_info=exc)
-            self.stats.agent_failed = True
-            details = {"error_type": type(exc).__name__ if exc else "CancelledError", "request_id": self.stats.request_id}
-            error = ErrorContent(error_message=AGENT_FAILED_MESSAGE, error_code=500, details=details)
-        elif self.stats.timed_out:
-            error = ErrorContent(error_message=TIMEOUT_MESSAGE, error_code=504, details={"request_id": self.stats.request_id})
+        error = self._failure(task)
+        if self._channel.closed:
+            return
         try:
-            self.hook.send_now(self.handler.close_now(error))
+            # The error first, then the closing chunks of open streams, then `done`.
+            self.hook.send_now(self.handler.close_now(error, error_first=True))
         except Exception:
             # Even the closing events could not be made: end the stream without them rather than hang.
-            logger.exception("could not send the closing events (request %s)", self.stats.request_id)
+            logger.exception("could not send the closing events (request %s)", stats.request_id)
         self._channel.close()
+
+    def _failure(self, task: asyncio.Task) -> ErrorContent | None:
+        """The `error` that says why the agent's task ended, if it did not simply finish; logged."""
+        stats, name = self.stats, self._agent_name
+        request_id = {"request_id": stats.request_id}
+        if task.cancelled():
+            if stats.timed_out:
+                logger.warning("agent %s timed out (request %s)", name, stats.request_id)
+                return ErrorContent(error_message=TIMEOUT_MESSAGE, error_code=504, details=request_id)
+            # Nobody of ours cancelled it while the run was open: the agent raised CancelledError itself.
+            exc: BaseException | None = None
+        else:
+            exc = task.exception()
+            if exc is None:
+                return None
+            if isinstance(exc, CallRefused):
+                # The framework's own refusal of an agent-to-agent call: its message is safe and says why.
+                logger.warning("agent %s: %s (request %s)", name, exc, stats.request_id)
+                return ErrorContent(error_message=str(exc), error_code=exc.error_code, details={"refused": exc.reason, **request_id})
+            if isinstance(exc, ResponseStreamClosedError):
+                # It emitted after complete(): the reader already has `done`.
+                logger.warning("agent %s emitted after its response was complete (request %s)", name, stats.request_id)
+                return None
+        stats.agent_failed = True
+        kind = type(exc).__name__ if exc is not None else "CancelledError"
+        logger.error("agent %s raised %s (request %s)", name, kind, stats.request_id, exc_info=exc)
+        return ErrorContent(error_message=AGENT_FAILED_MESSAGE, error_code=500, details={"error_type": kind, **request_id})
