@@ -50,9 +50,10 @@ class ResponseHandler:
     def __init__(self, source: Union[str, Identity], hook: Hook) -> None:
         self._source = source.id if isinstance(source, Identity) else source
         self._hook = hook
-        self._streams: list[StreamEventEmitter] = []
-        self._forwarded: dict[str, TextChunkEvent] = {}  # open streams of other agents, sent through here
-        self._closing: list[Any] = []  # complete()'s events not sent yet (it may be cut short waiting for room)
+        # Made when first needed: a response that is only waiting holds none of them.
+        self._streams: Optional[list[StreamEventEmitter]] = None
+        self._forwarded: Optional[dict[str, TextChunkEvent]] = None  # open streams of other agents, sent through here
+        self._closing: Union[list[Any], tuple[()]] = ()  # complete()'s events not sent yet (it may be cut short waiting for room)
         self._is_complete = False
 
     @property
@@ -98,6 +99,8 @@ class ResponseHandler:
         stream = StreamEventEmitter(
             self, self._hook, self._source, check_event_name(event_name), secrets.token_hex(5)
         )
+        if self._streams is None:
+            self._streams = []
         self._streams.append(stream)
         return stream
 
@@ -131,6 +134,8 @@ class ResponseHandler:
             raise AgentError("a forwarded `done` would end the response; call complete() instead")
         check_event_name(event.event_name)  # it becomes the frame's `event:` line, whoever made it
         if isinstance(event, TextChunkEvent):
+            if self._forwarded is None:
+                self._forwarded = {}
             if event.is_complete:
                 self._forwarded.pop(event.stream_id, None)
             else:
@@ -147,12 +152,12 @@ class ResponseHandler:
         self._closing = [*self._last_chunks(), DoneEvent(source=self._source)]
         while self._closing:
             await self._hook.emit(self._closing[0])
-            self._closing.pop(0)
+            self._closing.pop(0)  # type: ignore[union-attr]
 
     def _last_chunks(self) -> list[TextChunkEvent]:
         """The closing chunk of every stream still open: this agent's, and those it forwarded."""
-        chunks = [stream.last_chunk() for stream in self._streams if not stream.is_complete]
-        forwarded, self._forwarded = self._forwarded, {}
+        chunks = [stream.last_chunk() for stream in self._streams or () if not stream.is_complete]
+        forwarded, self._forwarded = self._forwarded or {}, None
         chunks += [
             TextChunkEvent(event_name=f.event_name, source=f.source, stream_id=f.stream_id, is_complete=True, content="")
             for f in forwarded.values()
@@ -167,7 +172,7 @@ class ResponseHandler:
         """
         if self._is_complete:
             # complete() began and was cut short: what it had still to send, the error before `done`.
-            events, self._closing = self._closing, []
+            events, self._closing = list(self._closing), ()
             if events and error is not None:
                 events.insert(len(events) - 1, ErrorEvent(source=self._source, content=error))
             return events

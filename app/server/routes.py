@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
 from app.protocol.request import Request as AssistBody
 from app.server.draining import is_draining
@@ -21,6 +21,7 @@ are comment lines (`: ping`). The last event is always `done`.
 @router.post(
     "/assist",
     summary="Ask the agent; stream its answer",
+    response_class=Response,  # no JSON schema of its own: `responses` says what the stream is
     responses={
         200: {"description": _STREAM_DESCRIPTION, "content": {"text/event-stream": {}}},
         400: {"description": "The body cannot be parsed at all (not UTF-8, nested past the parser's limits)."},
