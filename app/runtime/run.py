@@ -20,7 +20,6 @@ from app.protocol.events import DoneEvent, ErrorContent
 from app.protocol.request import Query
 from app.runtime.agent import AbstractAgent
 from app.runtime.channel import Channel
-from app.runtime.deadlines import Deadlines
 from app.runtime.errors import AgentError, CallRefused, ResponseStreamClosedError
 from app.runtime.ids import MonotonicUlid
 from app.runtime.response_handler import ResponseHandler
@@ -117,11 +116,11 @@ async def _await(awaitable: Any) -> None:
 class Run(Generic[T]):
     """One agent run, started on creation; iterate `items()` for what it sends, in order.
 
-    Its time limit is a timer of its own, or an entry in `deadlines` when many runs share
-    one (the server's: see app/runtime/deadlines.py).
+    Its time limit is a timer of its own; with `timeout=None` whoever runs it keeps the limit
+    and calls `time_out()` (the server, whose streams share one watcher: app/server/streaming.py).
     """
 
-    __slots__ = ("stats", "hook", "handler", "task", "_agent_name", "_channel", "_deadlines", "_timer")
+    __slots__ = ("stats", "hook", "handler", "task", "_agent_name", "_channel", "_timer")
 
     def __init__(
         self,
@@ -129,10 +128,9 @@ class Run(Generic[T]):
         session: Session,
         query: Query,
         *,
-        timeout: float,
+        timeout: Optional[float],
         stats: RunStats,
         make_hook: Callable[[Channel[T], RunStats], ChannelHook[T]] = ChannelHook,
-        deadlines: Optional[Deadlines["Run[Any]"]] = None,
     ) -> None:
         self.stats = stats
         self._channel: Channel[T] = Channel(CHANNEL_CAPACITY)
@@ -143,16 +141,13 @@ class Run(Generic[T]):
         # in _after_agent, which ends the run accordingly.
         self.task = asyncio.create_task(_assist(agent, session, query, self.handler))
         self.task.add_done_callback(self._after_agent)
-        self._deadlines = deadlines
         self._timer: Optional[asyncio.TimerHandle] = None
-        if deadlines is not None:
-            deadlines.set(self)
-        else:
+        if timeout is not None:
             self._timer = asyncio.get_running_loop().call_later(timeout, self.time_out)
 
     def time_out(self) -> None:
         """The time limit is up: the agent is cancelled and the run ends with `error` (504) and `done`."""
-        if self.task.done() or self.stats.outcome != "open":
+        if self.task.done() or self.stats.outcome != "open" or self.stats.timed_out:
             return
         self.stats.timed_out = True
         self.task.cancel()
@@ -226,9 +221,7 @@ class Run(Generic[T]):
         """However the agent's task ended, the run ends with `done`, after an `error` when it
         failed, timed out or was refused a call. When the run was ended on purpose (the reader
         left, shutdown) there is nothing to do; when `done` is already out, only the log."""
-        if self._deadlines is not None:
-            self._deadlines.clear(self)
-        elif self._timer is not None:
+        if self._timer is not None:
             self._timer.cancel()
         stats = self.stats
         if stats.outcome != "open":

@@ -17,7 +17,6 @@ from starlette.types import Receive, Scope, Send
 
 from app.protocol.request import Request
 from app.runtime.agent import AbstractAgent
-from app.runtime.deadlines import Deadlines
 from app.runtime.run import Run, RunStats
 from app.runtime.session import Session
 from app.server.access_log import CLIENT_CLOSED_REQUEST, log_request, request_id_header, request_id_of
@@ -38,11 +37,9 @@ class AssistEndpoint:
         self.agent = agent
         self.keys = keys
         self.gate = gate
-        self.streams = OpenStreams(settings.shutdown_grace)
-        # One timer each for every stream's time limit and keepalive, not two timers per stream.
-        self._time_limits: Deadlines[Run[bytes]] = Deadlines(settings.request_timeout, Run.time_out)
-        self._pings: Deadlines[Run[bytes]] = Deadlines(settings.ping_interval, Run.wake_reader)
-        self._timeout = settings.request_timeout
+        self.streams = OpenStreams(
+            ping_interval=settings.ping_interval, time_limit=settings.request_timeout, grace=settings.shutdown_grace
+        )
         self._max_body_bytes = settings.max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -60,7 +57,7 @@ class AssistEndpoint:
             stats = RunStats(request_id)
             run = self._start(request, stats)
             del request  # the run has what it needs; the rest of the body is not held for the stream's life
-            pings = self._pings
+            streams = self.streams
             try:
                 status = 200
                 await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, request_id_header(request_id)]})
@@ -72,13 +69,12 @@ class AssistEndpoint:
                     while True:
                         batch = run.take_ready()
                         if batch is None:
-                            pings.set(run)
+                            streams.silent(run)
                             await run.ready()
                             batch = run.take_ready()
-                            if batch is None:  # woken by `pings`
+                            if batch is None:  # woken for a keepalive: silent for a whole interval
                                 await send({"type": "http.response.body", "body": PING_FRAME, "more_body": True})
                                 continue
-                            pings.clear(run)
                         if not batch:
                             break
                         body = batch[0] if len(batch) == 1 else b"".join(batch)
@@ -89,9 +85,8 @@ class AssistEndpoint:
                 finally:
                     listener.cancel()
             finally:
-                pings.clear(run)
                 run.reader_left()
-                self.streams.discard(run)
+                streams.discard(run)
                 self.gate.leave()
         except ClientGone:
             pass
@@ -106,7 +101,8 @@ class AssistEndpoint:
         """The run for `request`, counted as an open stream."""
         agent = self.agent
         session = Session(request.session) if request.session is not None else Session.new(agent.name)
-        run = Run(agent, session, request.query, timeout=self._timeout, stats=stats, make_hook=SseHook, deadlines=self._time_limits)
+        # No timer of its own: the open streams' watcher keeps the time limit.
+        run = Run(agent, session, request.query, timeout=None, stats=stats, make_hook=SseHook)
         self.gate.enter()
         self.streams.add(run)
         return run
