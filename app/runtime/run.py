@@ -64,7 +64,7 @@ class ChannelHook(Generic[T]):
 
     def __init__(self, channel: Channel[T], stats: RunStats) -> None:
         self._channel = channel
-        self._next_id = MonotonicUlid()
+        self._next_id: Optional[MonotonicUlid] = None  # made with the first event: a waiting run holds none
         self._counts = stats.events_by_type
 
     def encode(self, event: Any) -> T:
@@ -77,7 +77,8 @@ class ChannelHook(Generic[T]):
         if channel.closed:
             raise ResponseStreamClosedError("the response is complete; nothing more can be sent")
         # No await from here to the put: ids leave in the order they are made.
-        event.id = self._next_id()
+        next_id = self._next_id or self._start_ids()
+        event.id = next_id()
         try:
             item = self.encode(event)
         except (TypeError, ValueError) as exc:
@@ -85,12 +86,17 @@ class ChannelHook(Generic[T]):
         self._counts[event.content_type] += 1
         channel.put_nowait(item, last=type(event) is DoneEvent)
 
+    def _start_ids(self) -> MonotonicUlid:
+        self._next_id = MonotonicUlid()
+        return self._next_id
+
     def send_now(self, events: list[Any]) -> None:
         """Send closing events at once, room or not: the run ends with the last of them."""
         if self._channel.closed or not events:
             return
+        next_id = self._next_id or self._start_ids()
         for index, event in enumerate(events):
-            event.id = self._next_id()
+            event.id = next_id()
             self._counts[event.content_type] += 1
             self._channel.put_nowait(self.encode(event), last=index == len(events) - 1)
 
@@ -139,7 +145,8 @@ class Run(Generic[T]):
         self._agent_name = agent.name
         # The task runs the agent's own coroutine, nothing around it: how it ended is read
         # in _after_agent, which ends the run accordingly.
-        self.task = asyncio.create_task(_assist(agent, session, query, self.handler))
+        # Named after the agent: a name shared by its runs, where "Task-N" is a string per task.
+        self.task = asyncio.create_task(_assist(agent, session, query, self.handler), name=self._agent_name)
         self.task.add_done_callback(self._after_agent)
         self._timer: Optional[asyncio.TimerHandle] = None
         if timeout is not None:

@@ -28,6 +28,7 @@ from app.server.streaming import PING_FRAME, SSE_HEADERS, OpenStreams, SseHook
 from app.server.validation import parse_request
 
 ASSIST_PATH = "/assist"
+LISTENER_TASK_NAME = "assist: waiting for the client to leave"
 
 
 class AssistEndpoint:
@@ -63,6 +64,7 @@ class AssistEndpoint:
                 await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, request_id_header(request_id)]})
                 # The body has been read: the next message can only be the client leaving.
                 listener = asyncio.ensure_future(receive())
+                listener.set_name(LISTENER_TASK_NAME)  # one string for every stream's listener
                 listener.add_done_callback(run.client_left)
                 try:
                     # Every frame that is ready goes out in one write; a ping after a silent interval.
