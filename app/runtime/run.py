@@ -227,14 +227,19 @@ class Run(Generic[T]):
     def _after_agent(self, task: asyncio.Task) -> None:
         """However the agent's task ended, the run ends with `done`, after an `error` when it
         failed, timed out or was refused a call. When the run was ended on purpose (the reader
-        left, shutdown) there is nothing to do; when `done` is already out, only the log."""
+        left, shutdown) nothing more is sent, and when `done` is already out, nothing either:
+        then a failure is only logged."""
         if self._timer is not None:
             self._timer.cancel()
         stats = self.stats
-        if stats.outcome != "open":
-            return
-        error = self._failure(task)
-        if self._channel.closed:
+        exc = None if task.cancelled() else task.exception()  # always read: asyncio logs one never read
+        error: ErrorContent | None = None
+        if task.cancelled():
+            if stats.outcome == "open":
+                error = self._cancelled()
+        elif exc is not None:
+            error = self._failure(exc)
+        if stats.outcome != "open" or self._channel.closed:
             return
         try:
             # The error first, then the closing chunks of open streams, then `done`.
@@ -244,28 +249,27 @@ class Run(Generic[T]):
             logger.exception("could not send the closing events (request %s)", stats.request_id)
         self._channel.close()
 
-    def _failure(self, task: asyncio.Task) -> ErrorContent | None:
-        """The `error` that says why the agent's task ended, if it did not simply finish; logged."""
+    def _cancelled(self) -> ErrorContent:
+        """The `error` for an agent task cancelled while its run was open: the time limit's doing,
+        or else the agent raised CancelledError itself."""
+        stats = self.stats
+        if stats.timed_out:
+            logger.warning("agent %s timed out (request %s)", self._agent_name, stats.request_id)
+            return ErrorContent(error_message=TIMEOUT_MESSAGE, error_code=504, details={"request_id": stats.request_id})
+        return self._failure(None)
+
+    def _failure(self, exc: BaseException | None) -> ErrorContent | None:
+        """The `error` that says why the agent failed (None: nothing the client needs); logged."""
         stats, name = self.stats, self._agent_name
         request_id = {"request_id": stats.request_id}
-        if task.cancelled():
-            if stats.timed_out:
-                logger.warning("agent %s timed out (request %s)", name, stats.request_id)
-                return ErrorContent(error_message=TIMEOUT_MESSAGE, error_code=504, details=request_id)
-            # Nobody of ours cancelled it while the run was open: the agent raised CancelledError itself.
-            exc: BaseException | None = None
-        else:
-            exc = task.exception()
-            if exc is None:
-                return None
-            if isinstance(exc, CallRefused):
-                # The framework's own refusal of an agent-to-agent call: its message is safe and says why.
-                logger.warning("agent %s: %s (request %s)", name, exc, stats.request_id)
-                return ErrorContent(error_message=str(exc), error_code=exc.error_code, details={"refused": exc.reason, **request_id})
-            if isinstance(exc, ResponseStreamClosedError):
-                # It emitted after complete(): the reader already has `done`.
-                logger.warning("agent %s emitted after its response was complete (request %s)", name, stats.request_id)
-                return None
+        if isinstance(exc, CallRefused):
+            # The framework's own refusal of an agent-to-agent call: its message is safe and says why.
+            logger.warning("agent %s: %s (request %s)", name, exc, stats.request_id)
+            return ErrorContent(error_message=str(exc), error_code=exc.error_code, details={"refused": exc.reason, **request_id})
+        if isinstance(exc, ResponseStreamClosedError):
+            # It emitted after complete(), or after its run was ended: the reader has `done` already.
+            logger.warning("agent %s emitted after its response was complete (request %s)", name, stats.request_id)
+            return None
         stats.agent_failed = True
         kind = type(exc).__name__ if exc is not None else "CancelledError"
         logger.error("agent %s raised %s (request %s)", name, kind, stats.request_id, exc_info=exc)

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
-import sys
-from typing import Any, Awaitable, Callable
-
 from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -30,28 +25,19 @@ from app.server.validation import validation_detail
 from app.version import __version__
 
 
-def _mark_coroutine_function(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Mark `func`, which returns an awaitable, as a coroutine function: ASGI servers tell
-    ASGI 3 apps from ASGI 2 apps by asking whether `__call__` is one."""
-    if sys.version_info >= (3, 12):
-        return inspect.markcoroutinefunction(func)
-    func._is_coroutine = asyncio.coroutines._is_coroutine  # type: ignore[attr-defined]  # what 3.11's asyncio checks
-    return func
-
-
 class Service(FastAPI):
     """FastAPI for the probes, /metrics and the OpenAPI docs; POST /assist goes straight to its
     endpoint, which applies the same key, limits and logging itself (see app/server/assist.py)."""
 
     assist: ASGIApp
 
-    @_mark_coroutine_function
-    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:  # type: ignore[override]
-        # Not `async def`: the request's coroutine is the endpoint's or FastAPI's own, with no
-        # frame of ours above it for the life of a stream.
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # A plain coroutine function, as every ASGI server expects to find (some ask asyncio,
+        # some inspect); under /assist it holds this one small frame above the endpoint's.
         if scope["type"] == "http" and scope["method"] == "POST" and get_route_path(scope) == ASSIST_PATH:
-            return self.assist(scope, receive, send)
-        return super().__call__(scope, receive, send)
+            await self.assist(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
 
 
 def create_app(settings: Settings | None = None, agent: AbstractAgent | None = None) -> Service:

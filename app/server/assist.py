@@ -1,9 +1,10 @@
 """POST /assist: the request checked, read and parsed; then its agent's run, streamed as SSE.
 
 The service serves it ahead of FastAPI's middleware and routing (see `Service` in app.py),
-so that a stream holds nothing but this coroutine, its run and uvicorn's connection: about
-5 KB over a bare ASGI app instead of the 40 KB of routing, exception and middleware layers
-and a task group per stream (bench/README.md has the measurements). It applies the same
+so that a stream holds nothing but this coroutine, its run, a task listening for the client
+to leave and uvicorn's connection: about 4 KB over a bare ASGI app, where FastAPI's routing,
+exception and middleware layers and sse-starlette's task group per stream held 40 KB
+(bench/README.md has the measurements). It applies the same
 rules as the rest of the service, in the same order: the API key (401), the stream limit
 and draining (503), the body size (413), the body itself (400/422), then the stream.
 """
@@ -50,10 +51,20 @@ class AssistEndpoint:
         request_id = request_id_of(scope)
         status = CLIENT_CLOSED_REQUEST  # until an answer starts: a client that left first, as nginx logs it
         stats: RunStats | None = None
+        gate = self.gate
+        counted = False
         try:
-            request = await self._read_request(scope, receive)
-            if isinstance(request, Refusal):
-                status = await send_refusal(send, request, [request_id_header(request_id)])
+            refusal = self.keys.refusal(scope) or gate.refusal()
+            if refusal is None:
+                # Counted from here, before the body arrives: concurrent requests cannot all
+                # pass the check while their bodies are still coming in.
+                gate.enter()
+                counted = True
+                request = await self._read_request(scope, receive)
+                if isinstance(request, Refusal):
+                    refusal = request
+            if refusal is not None:
+                status = await send_refusal(send, refusal, [request_id_header(request_id)])
                 return
             stats = RunStats(request_id)
             run = self._start(request, stats)
@@ -89,7 +100,6 @@ class AssistEndpoint:
             finally:
                 run.reader_left()
                 streams.discard(run)
-                self.gate.leave()
         except ClientGone:
             pass
         except BaseException:
@@ -97,23 +107,21 @@ class AssistEndpoint:
                 status = 500
             raise
         finally:
+            if counted:
+                gate.leave()
             log_request(scope, request_id, status, started, stats, self.agent.name)
 
     def _start(self, request: Request, stats: RunStats) -> Run[bytes]:
-        """The run for `request`, counted as an open stream."""
+        """The run for `request`, watched with the other open streams."""
         agent = self.agent
         session = Session(request.session) if request.session is not None else Session.new(agent.name)
         # No timer of its own: the open streams' watcher keeps the time limit.
         run = Run(agent, session, request.query, timeout=None, stats=stats, make_hook=SseHook)
-        self.gate.enter()
         self.streams.add(run)
         return run
 
-    async def _read_request(self, scope: Scope, receive: Receive):
-        """The parsed request, or the refusal to send instead."""
-        refusal = self.keys.refusal(scope) or self.gate.refusal()
-        if refusal is not None:
-            return refusal
+    async def _read_request(self, scope: Scope, receive: Receive) -> Request | Refusal:
+        """The parsed request, or the refusal to send instead (413, 400, 422)."""
         body = await read_body(scope, receive, self._max_body_bytes)
         if isinstance(body, Refusal):
             return body

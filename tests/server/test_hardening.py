@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 
@@ -101,6 +102,31 @@ def test_a_body_over_the_limit_is_413_before_it_is_parsed(guarded_server):
     assert response.status_code == 413
     # A prompt just under the limit is fine.
     assert read_stream(guarded_server.url, new_body("session"), headers=auth()).status == 200
+
+
+def test_requests_whose_bodies_are_still_coming_count_against_max_streams(guarded_server):
+    # A stream is counted from its headers, before its body arrives: MAX_STREAMS + 1 requests
+    # that all start before any body is sent cannot all pass the limit.
+    host, port = guarded_server.url.removeprefix("http://").split(":")
+    body = json.dumps(new_body("session")).encode()
+    head = (
+        f"POST /assist HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEYS[0]}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    sockets = [socket.create_connection((host, int(port)), timeout=10) for _ in range(MAX_STREAMS + 1)]
+    try:
+        for sock in sockets:
+            sock.sendall(head)
+        time.sleep(0.5)  # every request is in the service, each waiting for its body
+        statuses = []
+        for sock in sockets:
+            sock.sendall(body)
+        for sock in sockets:
+            statuses.append(sock.recv(64).split(b" ", 2)[1].decode())
+    finally:
+        for sock in sockets:
+            sock.close()
+    assert sorted(statuses) == ["200"] * MAX_STREAMS + ["503"], statuses
 
 
 def test_past_max_streams_the_next_gets_503_with_retry_after_until_one_ends(guarded_server, tmp_path):

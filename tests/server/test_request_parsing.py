@@ -92,11 +92,15 @@ async def test_assist_answers_every_body_as_a_fastapi_route_would(body, content_
     assert ours == fastapi
 
 
-def test_uvicorn_takes_the_service_for_an_asgi3_app():
-    # Service.__call__ returns the endpoint's coroutine rather than being a coroutine
-    # function itself; servers must still see ASGI 3, or they would call it the ASGI 2 way.
+def test_asgi_servers_take_the_service_for_an_asgi3_app():
+    # Service overrides FastAPI's __call__ to send /assist ahead of the routes: servers must
+    # still see an ASGI 3 app, whether they ask asyncio (uvicorn) or inspect (hypercorn).
+    import inspect
+
     from uvicorn.config import Config
 
-    config = Config(create_app(load_settings(agent="tests.support.agents:ScriptedAgent")))
+    service = create_app(load_settings(agent="tests.support.agents:ScriptedAgent"))
+    config = Config(service)
     config.load()
     assert config.interface == "asgi3"
+    assert inspect.iscoroutinefunction(service.__call__)

@@ -149,6 +149,24 @@ def test_a_client_that_disconnects_gets_its_agent_cancelled_within_a_second(scri
     assert float(cancelled_at) - closed_at < 1.0
 
 
+def test_an_agent_failing_after_its_client_left_is_logged_with_the_request_id(scripted_server, tmp_path):
+    # The run was ended on purpose, so nothing more is sent; the agent's failure on its way
+    # out is still read and logged (not left to asyncio's "exception was never retrieved").
+    marker = tmp_path / "cancelled"
+    with httpx.Client(timeout=10) as client:
+        headers = {"X-Request-ID": "left-then-failed"}
+        with client.stream("POST", scripted_server.url + "/assist", json=new_body(f"emit-when-cancelled:{marker}"), headers=headers) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    break
+    assert wait_for_file(marker, timeout=3) == "cancelled"
+    expected = "emitted after its response was complete (request left-then-failed)"
+    deadline = time.monotonic() + 5
+    while expected not in scripted_server.log() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert expected in scripted_server.log()
+
+
 def test_a_request_past_the_time_limit_gets_504_then_done_and_the_agent_is_cancelled(scripted_server, tmp_path):
     marker = tmp_path / "cancelled"
     started = time.monotonic()

@@ -64,6 +64,15 @@ class ScriptedAgent(AbstractAgent):
             Path(argument).write_text(repr(time.time()))
             raise
 
+    async def _emit_when_cancelled(self, session, argument, handler: ResponseHandler) -> None:
+        stream = handler.create_text_stream("FINAL_RESPONSE")
+        await stream.emit_chunk("waiting ")
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            Path(argument).write_text("cancelled")
+            await handler.emit_text_block("LATE", "after the client left")  # raises: the response is over
+
     async def _after_complete(self, session, argument, handler: ResponseHandler) -> None:
         await handler.respond("FINAL", "done already")
         try:
