@@ -187,7 +187,7 @@ def make_servers(keys: list[str], log_dir: Path, reference_python: str | None, w
                     "ASSIST_AGENT": "bench.agent:BenchAgent",
                     "ASSIST_LOG_LEVEL": "warning",
                     "ASSIST_REQUEST_TIMEOUT": str(max(120.0, wait_seconds * 4)),
-                    # Not read by this version; keeps a future stream cap above the 5,000-stream load.
+                    # Above the 5,000-stream load (the default cap is 1,000 per worker).
                     "ASSIST_MAX_STREAMS": "100000",
                 },
                 log_dir / "ours.log",
