@@ -30,9 +30,6 @@ class Channel(Generic[T]):
         """True once the last item is in; the reader stops after taking it."""
         return self._closed
 
-    def has_items(self) -> bool:
-        return bool(self._items)
-
     def has_room(self) -> bool:
         return len(self._items) < self._capacity
 

@@ -1,11 +1,12 @@
 """One run of an agent: its task, the guarantees around it, and the events it sends, in order.
 
-    agent.assist() -> ResponseHandler -> ChannelHook (id, encode) -> Channel -> run_events()
+    agent.assist() -> ResponseHandler -> ChannelHook (id, encode) -> Channel
+        -> take_ready()/ready() (the server's writer) or items() (the in-process facade)
 
 The server encodes each event to its SSE frame; the in-process facade keeps the
 event objects. Either way the run ends with exactly one `done`, whatever the
 agent does: raising, timing out, returning without `complete()`, or raising
-CancelledError of its own accord.
+CancelledError of its own accord (`Run._after_agent` reads how its task ended).
 """
 
 from __future__ import annotations
@@ -143,9 +144,8 @@ class Run(Generic[T]):
         self.hook = make_hook(self._channel, stats)
         self.handler = ResponseHandler(session.processor_id, self.hook)
         self._agent_name = agent.name
-        # The task runs the agent's own coroutine, nothing around it: how it ended is read
-        # in _after_agent, which ends the run accordingly.
-        # Named after the agent: a name shared by its runs, where "Task-N" is a string per task.
+        # The task runs the agent's own coroutine, nothing around it: how it ended is read in
+        # _after_agent. Named after the agent: one string for all its runs ("Task-N" is one each).
         self.task = asyncio.create_task(_assist(agent, session, query, self.handler), name=self._agent_name)
         self.task.add_done_callback(self._after_agent)
         self._timer: Optional[asyncio.TimerHandle] = None
@@ -171,9 +171,14 @@ class Run(Generic[T]):
         """What the run sent since the last call, all that was ready together; [] once it has
         ended and all is taken; None when there is nothing yet (await `ready()`)."""
         batch = self._channel.take_ready()
-        if batch is not None and not batch and self.stats.outcome == "open":
-            self.stats.outcome = "completed"
+        if batch == []:
+            self._ended()
         return batch
+
+    def _ended(self) -> None:
+        """The reader has taken the last batch."""
+        if self.stats.outcome == "open":
+            self.stats.outcome = "completed"
 
     def ready(self) -> asyncio.Future[None]:
         """Done when there is something to take, or the run ended, or `wake_reader()` (a keepalive)."""
@@ -199,30 +204,16 @@ class Run(Generic[T]):
         after `idle_after` seconds of silence (for a keepalive). The agent stops if this closes early."""
         try:
             while True:
-                batch = self.take_ready()
+                batch = await self._channel.take_all(idle_after)
                 if batch is None:
-                    if await self._wait(idle_after):
-                        continue
                     yield []
                 elif batch:
                     yield batch
                 else:
+                    self._ended()
                     return
         finally:
             self.reader_left()
-
-    async def _wait(self, idle_after: Optional[float]) -> bool:
-        """Wait for the next batch: False if `idle_after` seconds passed first."""
-        ready = self.ready()
-        if not idle_after:
-            await ready
-            return True
-        timer = asyncio.get_running_loop().call_later(idle_after, self.wake_reader)
-        try:
-            await ready
-        finally:
-            timer.cancel()
-        return self._channel.has_items() or self._channel.closed
 
     def _after_agent(self, task: asyncio.Task) -> None:
         """However the agent's task ended, the run ends with `done`, after an `error` when it

@@ -7,15 +7,12 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from typing import Any
 
 from app.protocol.events import ErrorContent
 from app.runtime.run import ChannelHook, Run
 from app.server.draining import is_draining
-
-logger = logging.getLogger("app.server")
 
 SHUTDOWN_MESSAGE = "The server is shutting down; please retry."
 # A comment line: clients skip it, proxies see a live connection.
