@@ -7,12 +7,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
 from app.protocol.events import ErrorContent
 from app.runtime.run import ChannelHook, Run
 from app.server.draining import is_draining
+
+logger = logging.getLogger("app.server")
 
 SHUTDOWN_MESSAGE = "The server is shutting down; please retry."
 # A comment line: clients skip it, proxies see a live connection.
@@ -73,7 +76,10 @@ class OpenStreams:
     async def _watch(self) -> None:
         while self._silent_since:
             await asyncio.sleep(self._tick)
-            self.look_after(time.monotonic())
+            try:
+                self.look_after(time.monotonic())
+            except Exception:  # the watcher must outlive any one stream's trouble
+                logger.exception("looking after the open streams failed")
 
     def look_after(self, now: float) -> None:
         """Ping the silent streams, time out the slow runs, end every stream once draining is over."""
