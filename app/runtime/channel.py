@@ -49,19 +49,18 @@ class Channel(Generic[T]):
         self._items.append(item)
         if last:
             self._closed = True
-        self._wake_reader()
+        self.wake_reader()
 
     def close(self) -> None:
         """No more items: the reader takes what is left, then stops."""
         self._closed = True
-        self._wake_reader()
+        self.wake_reader()
 
-    def _wake_reader(self) -> None:
+    def wake_reader(self) -> None:
+        """Wake the waiting reader; woken with nothing to take, it takes None (time for a keepalive)."""
         reader = self._reader
         if reader is not None and not reader.done():
             reader.set_result(None)
-
-    wake_reader = _wake_reader  # for a keepalive: the reader wakes to nothing and takes None
 
     def take_ready(self) -> Optional[list[T]]:
         """Everything that is ready, without waiting: [] once closed and empty, None if nothing yet."""
@@ -93,7 +92,7 @@ class Channel(Generic[T]):
             return items
         loop = asyncio.get_running_loop()
         reader = self.ready()
-        timer = loop.call_later(idle_after, self._wake_reader) if idle_after else None
+        timer = loop.call_later(idle_after, self.wake_reader) if idle_after else None
         try:
             await reader
         finally:

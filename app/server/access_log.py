@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.runtime.run import RunStats
@@ -18,10 +19,7 @@ CLIENT_CLOSED_REQUEST = 499
 
 def request_id_of(scope: Scope) -> str:
     """The caller's `X-Request-ID` when it is a sane token, else a fresh ULID."""
-    for key, value in scope["headers"]:
-        if key == _HEADER:
-            return request_id_from(value.decode("latin-1"))
-    return request_id_from(None)
+    return request_id_from(Headers(scope=scope).get(REQUEST_ID_HEADER))
 
 
 def request_id_header(request_id: str) -> tuple[bytes, bytes]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
 from app.protocol.request import Request
@@ -125,11 +126,4 @@ class AssistEndpoint:
         body = await read_body(scope, receive, self._max_body_bytes)
         if isinstance(body, Refusal):
             return body
-        return parse_request(body, _content_type(scope))
-
-
-def _content_type(scope: Scope) -> str | None:
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            return value.decode("latin-1")
-    return None
+        return parse_request(body, Headers(scope=scope).get("content-type"))

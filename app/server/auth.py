@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.server.responses import Refusal, send_refusal
@@ -60,10 +61,10 @@ class BearerAuthMiddleware:
 
 
 def _bearer_token(scope: Scope) -> bytes | None:
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            scheme, _, token = value.partition(b" ")
-            if scheme.lower() == b"bearer" and token.strip():
-                return token.strip()
-            return None
+    header = Headers(scope=scope).get("authorization")
+    if header is None:
+        return None
+    scheme, _, token = header.encode("latin-1").partition(b" ")
+    if scheme.lower() == b"bearer" and token.strip():
+        return token.strip()
     return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from starlette.datastructures import Headers
 from starlette.types import Receive, Scope
 
 from app.server.draining import is_draining
@@ -74,10 +75,8 @@ def _too_large(max_bytes: int) -> Refusal:
 
 
 def _content_length(scope: Scope) -> int | None:
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+    value = Headers(scope=scope).get("content-length")
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None

@@ -58,9 +58,6 @@ class OpenStreams:
         self._watcher: asyncio.Task[None] | None = None
         self._drain_started: float | None = None
 
-    def __len__(self) -> int:
-        return len(self._silent_since)
-
     def add(self, run: Run[bytes]) -> None:
         self._silent_since[run] = time.monotonic()
         if self._watcher is None or self._watcher.done():
