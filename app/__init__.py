@@ -49,7 +49,7 @@ from app.runtime import (
     StreamEventEmitter,
     TextStreamClosedError,
 )
-from app.server import DefaultServer, Settings, create_app, load_settings
+from app.server import DefaultServer, Settings, add_routes, create_app, load_settings
 from app.version import __version__
 
 # The 0.3.0 package's names for the same things.
@@ -102,6 +102,7 @@ __all__ = [
     "TokenUsage",
     "ToolCall",
     "__version__",
+    "add_routes",
     "available_agents",
     "create_app",
     "load_agent",

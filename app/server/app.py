@@ -1,78 +1,81 @@
-"""create_app(): the ASGI application, with its agent resolved once."""
+"""create_app(): the service as a FastAPI app; add_routes(): POST /assist in an app of your own."""
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from typing import Sequence
+
+from fastapi import APIRouter, FastAPI
+from fastapi.params import Depends
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
 from starlette.middleware.cors import CORSMiddleware
-from starlette.requests import Request
-from starlette.routing import get_route_path
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from app.registry import load_agent
 from app.runtime.agent import AbstractAgent
-from app.server import metrics
 from app.server.access_log import AccessLogMiddleware
-from app.server.assist import ASSIST_PATH, AssistEndpoint
-from app.server.auth import BearerAuthMiddleware, BearerKeys
-from app.server.limits import StreamGate
+from app.server.assist import Assist
 from app.server.logs import configure_logging
 from app.server.request_id import REQUEST_ID_HEADER
-from app.server.routes import router
+from app.server.routes import docs_router, probes
 from app.server.settings import Settings, load_settings
-from app.server.validation import validation_detail
+from app.server.validation import validation_error_handler
 from app.version import __version__
 
 
-class Service(FastAPI):
-    """FastAPI for the probes, /metrics and the OpenAPI docs; POST /assist goes straight to its
-    endpoint, which applies the same key, limits and logging itself (see app/server/assist.py)."""
+def create_app(settings: Settings | None = None, agent: AbstractAgent | None = None) -> FastAPI:
+    """The service for `agent`, or for the agent `ASSIST_AGENT` names.
 
-    assist: ASGIApp
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # A plain coroutine function, as every ASGI server expects to find (some ask asyncio,
-        # some inspect); under /assist it holds this one small frame above the endpoint's.
-        if scope["type"] == "http" and scope["method"] == "POST" and get_route_path(scope) == ASSIST_PATH:
-            await self.assist(scope, receive, send)
-        else:
-            await super().__call__(scope, receive, send)
-
-
-def create_app(settings: Settings | None = None, agent: AbstractAgent | None = None) -> Service:
-    """The service for `agent`, or for the agent `ASSIST_AGENT` names."""
+    A FastAPI app like any other: add middleware, dependencies and exception handlers to it,
+    or mount it in another app. Its middleware, outermost first: the access log (and the
+    request id), CORS when ASSIST_CORS_ORIGINS is set, then FastAPI's own.
+    """
     settings = settings or load_settings()
     configure_logging(settings.log_format, settings.log_level)
     agent = agent or load_agent(settings.agent)
-    app = Service(
+    app = FastAPI(
         title="Sentient assist service",
         version=__version__,
         description=f"Serves the agent **{agent.name}** to Sentient Chat over `POST /assist`.",
+        docs_url=None,  # served by docs_router, behind the key
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.settings = settings
     app.state.agent = agent
-    keys = BearerKeys([key.get_secret_value() for key in settings.api_keys])
-    gate = StreamGate(settings.max_streams, on_change=metrics.change_open_streams)
-    app.assist = AssistEndpoint(agent, settings, keys, gate)
-    app.include_router(router)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    # Added innermost first: a request meets the access log, CORS, auth, then the routes.
-    app.add_middleware(BearerAuthMiddleware, keys=keys)
+    assist = Assist(agent, settings)
+    app.include_router(assist.router())
+    app.include_router(probes)
+    app.include_router(docs_router(assist.keys))
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
+    # Added innermost first: a request meets the access log, then CORS, then the routes.
     if settings.cors_origins:
-        cors = dict(
+        app.add_middleware(
+            CORSMiddleware,
             allow_origins=settings.cors_origins,
             allow_methods=["GET", "POST", "OPTIONS"],
             allow_headers=["Authorization", "Content-Type", REQUEST_ID_HEADER],
             expose_headers=[REQUEST_ID_HEADER],
             max_age=600,
         )
-        app.add_middleware(CORSMiddleware, **cors)
-        app.assist = CORSMiddleware(app.assist, **cors)
     app.add_middleware(AccessLogMiddleware)
     return app
 
 
-async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-    """422 naming each bad field; a body that is not a JSON object says so plainly."""
-    return JSONResponse(status_code=422, content={"detail": validation_detail(exc.errors())})
+def add_routes(
+    app: FastAPI | APIRouter,
+    agent: AbstractAgent | None = None,
+    *,
+    path: str = "",
+    dependencies: Sequence[Depends] = (),
+    settings: Settings | None = None,
+) -> None:
+    """Add `POST {path}/assist` for `agent` (else the agent ASSIST_AGENT names) to an app of yours.
+
+    `dependencies` run for it, after your app's own; your middleware and exception handlers
+    apply to it as to any of your routes. It brings the key
+    check, the stream and body limits, keepalives, time limit and shutdown of the service
+    (from `settings`, else the environment), and not the service's middleware: no access
+    log or X-Request-ID echo, no CORS and no 422 wording of its own; your app's apply.
+    """
+    settings = settings or load_settings()
+    agent = agent or load_agent(settings.agent)
+    app.include_router(Assist(agent, settings).router(), prefix=path, dependencies=list(dependencies))

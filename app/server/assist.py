@@ -1,129 +1,130 @@
-"""POST /assist: the request checked, read and parsed; then its agent's run, streamed as SSE.
+"""POST /assist: a FastAPI path operation that answers with the agent's run as an event stream.
 
-The service serves it ahead of FastAPI's middleware and routing (see `Service` in app.py),
-so that a stream holds nothing but this coroutine, its run, a task listening for the client
-to leave and uvicorn's connection: about 4 KB over a bare ASGI app, where FastAPI's routing,
-exception and middleware layers and sse-starlette's task group per stream held 40 KB
-(bench/README.md has the measurements). It applies the same
-rules as the rest of the service, in the same order: the API key (401), the stream limit
-and draining (503), the body size (413), the body itself (400/422), then the stream.
+    request -> the app's middleware -> FastAPI's router -> AssistRoute: the key (401), a place
+    under ASSIST_MAX_STREAMS (503), the body's size (413) -> FastAPI reads and validates the
+    body (400/422) and runs the dependencies -> `Assist.endpoint` -> EventStream
+
+The first three are checked before FastAPI reads the body, so a client without a key
+never holds a stream's place, and none can make the service read more than the limit.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
+from typing import Any
 
+from fastapi import APIRouter, Request, Security
+from fastapi.params import Depends
+from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
 from starlette.types import Receive, Scope, Send
 
-from app.protocol.request import Request
+from app.protocol.request import Request as AssistBody
 from app.runtime.agent import AbstractAgent
-from app.runtime.run import Run, RunStats
+from app.runtime.run import RunStats
 from app.runtime.session import Session
-from app.server.access_log import CLIENT_CLOSED_REQUEST, log_request, request_id_header, request_id_of
-from app.server.auth import BearerKeys
-from app.server.limits import ClientGone, StreamGate, read_body
-from app.server.responses import Refusal, send_refusal
+from app.server import metrics
+from app.server.auth import BEARER_SCHEME, BearerKeys
+from app.server.event_stream import MEDIA_TYPE, EventStream
+from app.server.limits import LimitedBody, StreamGate
+from app.server.open_streams import OpenStreams
+from app.server.request_id import request_id_of
 from app.server.settings import Settings
-from app.server.streaming import PING_FRAME, SSE_HEADERS, OpenStreams, SseHook
-from app.server.validation import parse_request
 
 ASSIST_PATH = "/assist"
-LISTENER_TASK_NAME = "assist: waiting for the client to leave"
+# Where the access log finds a stream's agent and counts (request.state is scope["state"]).
+STATE_AGENT, STATE_STATS = "assist_agent", "assist_stats"
+
+_STREAM_DESCRIPTION = """\
+A Server-Sent Events stream. Each event is one frame: `event: <event_name>`, one
+`data:` line holding the event as compact JSON, and a blank line. Keepalive pings
+are comment lines (`: ping`). The last event is always `done`.
+"""
+# One SSE event of the stream, in the shape OpenAPI 3.2 gives server-sent events.
+_SSE_EVENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "event": {"type": "string", "description": "The event's `event_name`."},
+        "data": {"type": "string", "contentMediaType": "application/json", "description": "The event, as JSON."},
+    },
+    "required": ["event", "data"],
+}
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {MEDIA_TYPE: {"itemSchema": _SSE_EVENT_SCHEMA}}},
+    400: {"description": "The body cannot be parsed at all (not UTF-8, nested past the parser's limits)."},
+    401: {"description": "ASSIST_API_KEYS is set and the request has no valid `Authorization: Bearer` key."},
+    413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES."},
+    422: {"description": "The body is not a valid request; `detail` names each bad field."},
+    503: {"description": "At ASSIST_MAX_STREAMS, or shutting down; see `Retry-After`."},
+}
 
 
-class AssistEndpoint:
-    """The ASGI app of POST /assist for one agent and its settings."""
+class Assist:
+    """POST /assist for one agent and its settings: its limits, its open streams, its router
+    and the path operation."""
 
-    def __init__(self, agent: AbstractAgent, settings: Settings, keys: BearerKeys, gate: StreamGate) -> None:
+    def __init__(self, agent: AbstractAgent, settings: Settings) -> None:
         self.agent = agent
-        self.keys = keys
-        self.gate = gate
+        self.keys = BearerKeys([key.get_secret_value() for key in settings.api_keys])
+        self.gate = StreamGate(settings.max_streams, on_change=metrics.change_open_streams)
+        self.max_body_bytes = settings.max_body_bytes
         self.streams = OpenStreams(
             ping_interval=settings.ping_interval, time_limit=settings.request_timeout, grace=settings.shutdown_grace
         )
-        self._max_body_bytes = settings.max_body_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # One coroutine from the request to the end of its stream: every frame of ours
-        # that a waiting stream holds costs memory on each of thousands of streams.
-        started = time.perf_counter()
-        request_id = request_id_of(scope)
-        status = CLIENT_CLOSED_REQUEST  # until an answer starts: a client that left first, as nginx logs it
-        stats: RunStats | None = None
-        gate = self.gate
-        counted = False
-        try:
-            refusal = self.keys.refusal(scope) or gate.refusal()
-            if refusal is None:
-                # Counted from here, before the body arrives: concurrent requests cannot all
-                # pass the check while their bodies are still coming in.
-                gate.enter()
-                counted = True
-                request = await self._read_request(scope, receive)
-                if isinstance(request, Refusal):
-                    refusal = request
-            if refusal is not None:
-                status = await send_refusal(send, refusal, [request_id_header(request_id)])
-                return
-            stats = RunStats(request_id)
-            run = self._start(request, stats)
-            del request  # the run has what it needs; the rest of the body is not held for the stream's life
-            streams = self.streams
-            try:
-                status = 200
-                await send({"type": "http.response.start", "status": 200, "headers": [*SSE_HEADERS, request_id_header(request_id)]})
-                # The body has been read: the next message can only be the client leaving.
-                listener = asyncio.ensure_future(receive())
-                listener.set_name(LISTENER_TASK_NAME)  # one string for every stream's listener
-                listener.add_done_callback(run.client_left)
-                try:
-                    # Every frame that is ready goes out in one write; a ping after a silent interval.
-                    while True:
-                        batch = run.take_ready()
-                        if batch is None:
-                            streams.silent(run)
-                            await run.ready()
-                            batch = run.take_ready()
-                            if batch is None:  # woken for a keepalive: silent for a whole interval
-                                await send({"type": "http.response.body", "body": PING_FRAME, "more_body": True})
-                                continue
-                        if not batch:
-                            break
-                        body = batch[0] if len(batch) == 1 else b"".join(batch)
-                        await send({"type": "http.response.body", "body": body, "more_body": True})
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-                except OSError:
-                    pass  # the client is gone (servers that raise on a send after a disconnect)
-                finally:
-                    listener.cancel()
-            finally:
-                run.reader_left()
-                streams.discard(run)
-        except ClientGone:
-            pass
-        except BaseException:
-            if status == CLIENT_CLOSED_REQUEST:
-                status = 500
-            raise
-        finally:
-            if counted:
-                gate.leave()
-            log_request(scope, request_id, status, started, stats, self.agent.name)
+    def router(self) -> APIRouter:
+        """A router holding POST /assist; include it in any FastAPI app."""
+        router = APIRouter()
+        # With keys, OpenAPI shows the bearer scheme (and /docs its Authorize button); the key
+        # itself is checked by AssistRoute, before the body is read.
+        security: list[Depends] = [Security(BEARER_SCHEME)] if self.keys else []
+        router.add_api_route(
+            ASSIST_PATH,
+            self.endpoint,
+            methods=["POST"],
+            name="assist",
+            status_code=200,
+            summary="Ask the agent; stream its answer",
+            response_class=EventStream,
+            response_description=_STREAM_DESCRIPTION,
+            responses=RESPONSES,
+            dependencies=security,
+            route_class_override=AssistRoute,
+        )
+        return router
 
-    def _start(self, request: Request, stats: RunStats) -> Run[bytes]:
-        """The run for `request`, watched with the other open streams."""
+    async def endpoint(self, request: Request, body: AssistBody) -> EventStream:
+        """The agent's answer to the query, streamed as Server-Sent Events."""
         agent = self.agent
-        session = Session(request.session) if request.session is not None else Session.new(agent.name)
-        # No timer of its own: the open streams' watcher keeps the time limit.
-        run = Run(agent, session, request.query, timeout=None, stats=stats, make_hook=SseHook)
-        self.streams.add(run)
-        return run
+        stats = RunStats(request_id_of(request))
+        setattr(request.state, STATE_AGENT, agent.name)
+        setattr(request.state, STATE_STATS, stats)
+        session = Session(body.session) if body.session is not None else Session.new(agent.name)
+        # The request object lives as long as the stream; the bytes and the JSON it cached on
+        # the way to `body` are not needed again: the run holds the models it uses.
+        vars(request).pop("_json", None)
+        vars(request).pop("_body", None)
+        return EventStream(agent, session, body.query, stats, self.streams)
 
-    async def _read_request(self, scope: Scope, receive: Receive) -> Request | Refusal:
-        """The parsed request, or the refusal to send instead (413, 400, 422)."""
-        body = await read_body(scope, receive, self._max_body_bytes)
-        if isinstance(body, Refusal):
-            return body
-        return parse_request(body, Headers(scope=scope).get("content-type"))
+
+class AssistRoute(APIRoute):
+    """The route of `Assist.endpoint`: a request passes the key check and takes a place under
+    ASSIST_MAX_STREAMS (until its stream ends), and its body is bounded, before FastAPI reads
+    it. Everything else is FastAPI's own: middleware, dependencies, exception handlers and
+    the OpenAPI schema apply as to any path operation."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] not in (self.methods or ()):
+            await super().handle(scope, receive, send)  # FastAPI's 405
+            return
+        assist: Assist = self.endpoint.__self__  # type: ignore[attr-defined]
+        assist.keys.check(Headers(scope=scope).get("authorization"))
+        body = LimitedBody(receive, assist.max_body_bytes)
+        body.check_declared(scope)
+        # Counted from here, before the body arrives: concurrent requests cannot all pass the
+        # limit while their bodies are still coming in.
+        gate = assist.gate
+        gate.enter()
+        try:
+            await super().handle(scope, body, send)
+        finally:
+            gate.leave()

@@ -1,17 +1,23 @@
-"""Bearer-key auth: with ASSIST_API_KEYS set, every route but the probes needs `Authorization: Bearer <key>`."""
+"""Bearer-key auth: with ASSIST_API_KEYS set, /assist and the OpenAPI docs need `Authorization: Bearer <key>`.
+
+The probes and /metrics carry no key check at all (load balancers and scrapers have no key),
+so they stay open wherever the service is mounted.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 
-from starlette.datastructures import Headers
-from starlette.types import ASGIApp, Receive, Scope, Send
+from fastapi import HTTPException, Security
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security.utils import get_authorization_scheme_param
 
-from app.server.responses import Refusal, send_refusal
-
-# Health, readiness and metrics stay open: load balancers and scrapers carry no key.
-OPEN_PATHS = frozenset({"/healthz", "/readyz", "/metrics"})
+# The scheme as OpenAPI shows it (the /docs page's Authorize button). It only reads the
+# header; BearerKeys decides.
+BEARER_SCHEME = HTTPBearer(
+    auto_error=False, scheme_name="APIKey", description="One of the keys in ASSIST_API_KEYS."
+)
 
 
 def _digest(key: bytes) -> bytes:
@@ -27,16 +33,24 @@ class BearerKeys:
     def __init__(self, keys: list[str]) -> None:
         self._digests = [_digest(key.encode()) for key in keys]
 
-    def refusal(self, scope: Scope) -> Refusal | None:
-        """None when the request may pass: no keys configured, an open path, or a valid key."""
-        if not self._digests or scope["path"] in OPEN_PATHS:
-            return None
-        given = _bearer_token(scope)
-        if given is None:
-            return Refusal(401, "an API key is required: send Authorization: Bearer <key>", {"WWW-Authenticate": "Bearer"})
-        if not self._matches(given):
-            return Refusal(401, "the API key is not valid", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
-        return None
+    def __bool__(self) -> bool:
+        return bool(self._digests)
+
+    def check(self, authorization: str | None) -> None:
+        """Pass when no keys are configured or the `Authorization` header holds one; else 401."""
+        if not self._digests:
+            return
+        scheme, token = get_authorization_scheme_param(authorization)
+        if scheme.lower() != "bearer" or not token:
+            raise HTTPException(
+                401, "an API key is required: send Authorization: Bearer <key>", {"WWW-Authenticate": "Bearer"}
+            )
+        if not self._matches(token.encode("latin-1")):
+            raise HTTPException(401, "the API key is not valid", {"WWW-Authenticate": 'Bearer error="invalid_token"'})
+
+    async def require(self, credentials: HTTPAuthorizationCredentials | None = Security(BEARER_SCHEME)) -> None:
+        """The dependency of a route that needs a key."""
+        self.check(None if credentials is None else f"{credentials.scheme} {credentials.credentials}")
 
     def _matches(self, given: bytes) -> bool:
         digest = _digest(given)
@@ -44,27 +58,3 @@ class BearerKeys:
         for known in self._digests:  # every key, every time: no early exit to time
             matched |= hmac.compare_digest(digest, known)
         return matched
-
-
-class BearerAuthMiddleware:
-    def __init__(self, app: ASGIApp, keys: BearerKeys) -> None:
-        self.app = app
-        self.keys = keys
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            refusal = self.keys.refusal(scope)
-            if refusal is not None:
-                await send_refusal(send, refusal)
-                return
-        await self.app(scope, receive, send)
-
-
-def _bearer_token(scope: Scope) -> bytes | None:
-    header = Headers(scope=scope).get("authorization")
-    if header is None:
-        return None
-    scheme, _, token = header.encode("latin-1").partition(b" ")
-    if scheme.lower() == b"bearer" and token.strip():
-        return token.strip()
-    return None

@@ -2,14 +2,10 @@
 
 import signal
 
-from sse_starlette.sse import AppStatus
-
 
 def is_draining() -> bool:
-    # sse-starlette hooks uvicorn's exit handler when it is imported before uvicorn installs
-    # its signal handlers (`python -m app serve`); under `uvicorn app.main:app` and with workers
-    # the handler is uvicorn's own bound method, whose server says whether it is exiting.
-    if AppStatus.should_exit:
-        return True
+    # uvicorn installs its Server's bound `handle_exit` as the SIGTERM handler (with
+    # signal.signal, in every process it serves from, workers included), and that server's
+    # `should_exit` turns true on the signal. Under another server this is never true.
     server = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
     return bool(getattr(server, "should_exit", False))

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Callable
 
+from fastapi import HTTPException
 from starlette.datastructures import Headers
-from starlette.types import Receive, Scope
+from starlette.types import Message, Receive, Scope
 
 from app.server.draining import is_draining
-from app.server.responses import Refusal
 
 RETRY_AFTER_SECONDS = "1"
+# What nginx logs for a client that left before its answer: there is nobody to send it to.
+CLIENT_CLOSED_REQUEST = 499
 
 
 class StreamGate:
@@ -23,17 +25,18 @@ class StreamGate:
         self.open = 0
         self._on_change = on_change or (lambda delta: None)
 
-    def refusal(self) -> Refusal | None:
+    def enter(self) -> None:
+        """Take a place, or raise the 503 that says why there is none."""
         if is_draining():
-            return Refusal(503, "the server is shutting down; retry on another instance", {"Retry-After": RETRY_AFTER_SECONDS})
+            raise HTTPException(
+                503, "the server is shutting down; retry on another instance", {"Retry-After": RETRY_AFTER_SECONDS}
+            )
         if self.open >= self.max_streams:
-            return Refusal(
-                503, f"the server is at its limit of {self.max_streams} concurrent streams; retry shortly",
+            raise HTTPException(
+                503,
+                f"the server is at its limit of {self.max_streams} concurrent streams; retry shortly",
                 {"Retry-After": RETRY_AFTER_SECONDS},
             )
-        return None
-
-    def enter(self) -> None:
         self.open += 1
         self._on_change(1)
 
@@ -42,41 +45,43 @@ class StreamGate:
         self._on_change(-1)
 
 
-class ClientGone(Exception):
-    """The client disconnected before its request body arrived in full."""
+class LimitedBody:
+    """A `receive` that refuses a request body past `max_bytes` with 413.
 
-
-async def read_body(scope: Scope, receive: Receive, max_bytes: int) -> bytes | Refusal:
-    """The whole request body, or a 413 refusal past `max_bytes`.
-
-    Content-Length is checked first, so a large body is refused before a byte of it is read;
-    a chunked body is counted as it arrives.
+    Content-Length is checked before a byte is read (`check_declared`); a chunked body is
+    counted as it arrives. A client that leaves before its body is whole gets a 499, which
+    nobody hears but the access log. Once the body is in, messages pass through untouched:
+    the stream listens on this same `receive` for the client to leave.
     """
-    declared = _content_length(scope)
-    if declared is not None and declared > max_bytes:
-        return _too_large(max_bytes)
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
+
+    __slots__ = ("_receive", "_max_bytes", "_size", "_body_done")
+
+    def __init__(self, receive: Receive, max_bytes: int) -> None:
+        self._receive = receive
+        self._max_bytes = max_bytes
+        self._size = 0
+        self._body_done = False
+
+    def check_declared(self, scope: Scope) -> None:
+        value = Headers(scope=scope).get("content-length")
+        try:
+            declared = None if value is None else int(value)
+        except ValueError:
+            declared = None
+        if declared is not None and declared > self._max_bytes:
+            raise self._too_large()
+
+    async def __call__(self) -> Message:
+        message = await self._receive()
+        if self._body_done:
+            return message
         if message["type"] == "http.disconnect":
-            raise ClientGone
-        body = message.get("body", b"")
-        size += len(body)
-        if size > max_bytes:
-            return _too_large(max_bytes)
-        chunks.append(body)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            raise HTTPException(CLIENT_CLOSED_REQUEST, "the client closed the request before its body arrived")
+        self._size += len(message.get("body", b""))
+        if self._size > self._max_bytes:
+            raise self._too_large()
+        self._body_done = not message.get("more_body", False)
+        return message
 
-
-def _too_large(max_bytes: int) -> Refusal:
-    return Refusal(413, f"the request body is larger than the limit of {max_bytes} bytes")
-
-
-def _content_length(scope: Scope) -> int | None:
-    value = Headers(scope=scope).get("content-length")
-    try:
-        return None if value is None else int(value)
-    except ValueError:
-        return None
+    def _too_large(self) -> HTTPException:
+        return HTTPException(413, f"the request body is larger than the limit of {self._max_bytes} bytes")

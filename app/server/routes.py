@@ -1,54 +1,50 @@
-"""HTTP routes: GET /healthz, /readyz and /metrics; POST /assist as the OpenAPI schema shows it."""
+"""The service's other routes: GET /healthz, /readyz and /metrics (open, for probes and
+scrapers), and the OpenAPI schema and its page (behind the key when keys are set)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi import APIRouter, Depends, Request
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
-from app.protocol.request import Request as AssistBody
+from app.server.auth import BearerKeys
 from app.server.draining import is_draining
 from app.server.metrics import metrics_endpoint
 
-router = APIRouter()
+OPENAPI_PATH = "/openapi.json"
+DOCS_PATH = "/docs"
 
-_STREAM_DESCRIPTION = """\
-A Server-Sent Events stream. Each event is one frame: `event: <event_name>`, one
-`data:` line holding the event as compact JSON, and a blank line. Keepalive pings
-are comment lines (`: ping`). The last event is always `done`.
-"""
+probes = APIRouter()
 
 
-@router.post(
-    "/assist",
-    summary="Ask the agent; stream its answer",
-    response_class=Response,  # no JSON schema of its own: `responses` says what the stream is
-    responses={
-        200: {"description": _STREAM_DESCRIPTION, "content": {"text/event-stream": {}}},
-        400: {"description": "The body cannot be parsed at all (not UTF-8, nested past the parser's limits)."},
-        401: {"description": "ASSIST_API_KEYS is set and the request has no valid `Authorization: Bearer` key."},
-        413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES."},
-        422: {"description": "The body is not a valid request; `detail` names each bad field."},
-        503: {"description": "At ASSIST_MAX_STREAMS, or shutting down; see `Retry-After`."},
-    },
-)
-async def assist(body: AssistBody) -> None:
-    # Documents POST /assist in the OpenAPI schema. `Service` sends every POST /assist to
-    # `AssistEndpoint` before the routes are reached, so this is never called.
-    raise RuntimeError("POST /assist is served by AssistEndpoint, ahead of the routes")
-
-
-@router.get("/healthz", summary="Liveness: the process answers")
+@probes.get("/healthz", summary="Liveness: the process answers")
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="Readiness: 503 while draining for shutdown")
+@probes.get("/readyz", summary="Readiness: 503 while draining for shutdown")
 async def readyz() -> JSONResponse:
     if is_draining():
         return JSONResponse({"status": "draining"}, status_code=503)
     return JSONResponse({"status": "ready"})
 
 
-router.add_api_route(
+probes.add_api_route(
     "/metrics", metrics_endpoint, methods=["GET"], summary="Prometheus metrics", response_class=PlainTextResponse
 )
+
+
+def docs_router(keys: BearerKeys) -> APIRouter:
+    """The OpenAPI schema and its page, as FastAPI serves them, but behind the key."""
+    router = APIRouter(dependencies=[Depends(keys.require)], include_in_schema=False)
+
+    @router.get(OPENAPI_PATH)
+    async def openapi(request: Request) -> JSONResponse:
+        return JSONResponse(request.app.openapi())
+
+    @router.get(DOCS_PATH)
+    async def docs(request: Request) -> HTMLResponse:
+        root_path = request.scope.get("root_path", "").rstrip("/")  # mounted under a prefix: the schema is too
+        return get_swagger_ui_html(openapi_url=root_path + OPENAPI_PATH, title=f"{request.app.title} - docs")
+
+    return router

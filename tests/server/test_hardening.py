@@ -9,7 +9,6 @@ import time
 
 import httpx
 import pytest
-from sse_starlette.sse import AppStatus
 
 from tests.support.server import running_server
 from tests.support.sse import new_body, read_stream
@@ -219,13 +218,24 @@ def test_metrics_sum_over_workers():
         assert seen == {bad_requests}
 
 
-async def test_while_draining_readyz_and_new_streams_answer_503(monkeypatch):
+async def test_while_draining_readyz_and_new_streams_answer_503():
+    import signal
+
+    import uvicorn
+
     from app.server import create_app, load_settings
 
     app = create_app(load_settings(agent="tests.support.agents:ScriptedAgent"))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://service") as client:
-        assert (await client.get("/readyz")).json() == {"status": "ready"}
-        monkeypatch.setattr(AppStatus, "should_exit", True)
-        assert (await client.get("/readyz")).status_code == 503
-        refused = await client.post("/assist", json=new_body("session"))
-        assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    # What uvicorn does in the process it serves from: its server's handle_exit is the SIGTERM
+    # handler, and a SIGTERM sets its should_exit.
+    server = uvicorn.Server(uvicorn.Config(app))
+    previous = signal.signal(signal.SIGTERM, server.handle_exit)
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://service") as client:
+            assert (await client.get("/readyz")).json() == {"status": "ready"}
+            server.should_exit = True
+            assert (await client.get("/readyz")).status_code == 503
+            refused = await client.post("/assist", json=new_body("session"))
+            assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    finally:
+        signal.signal(signal.SIGTERM, previous)

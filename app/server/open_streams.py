@@ -1,40 +1,18 @@
-"""SSE on the wire: frames from events, keepalive pings, and the end of open streams on shutdown.
-
-    Run (agent task, ids, guarantees) -> SseHook (one serialization per event)
-        -> AssistEndpoint (all ready frames in one write; a ping when idle) -> ASGI send
-"""
+"""The /assist streams open in this process, and the one task that looks after all of them."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import Any
 
 from app.protocol.events import ErrorContent
-from app.runtime.run import ChannelHook, Run
+from app.runtime.run import Run
 from app.server.draining import is_draining
 
 logger = logging.getLogger("app.server")
 
 SHUTDOWN_MESSAGE = "The server is shutting down; please retry."
-# A comment line: clients skip it, proxies see a live connection.
-PING_FRAME = b": ping\n\n"
-SSE_HEADERS = [
-    (b"content-type", b"text/event-stream; charset=utf-8"),
-    (b"cache-control", b"no-store"),
-    (b"connection", b"keep-alive"),
-    (b"x-accel-buffering", b"no"),  # nginx: pass each frame on, do not buffer the stream
-]
-
-
-class SseHook(ChannelHook[bytes]):
-    """Puts each event on the channel as the bytes of its SSE frame."""
-
-    __slots__ = ()
-
-    def encode(self, event: Any) -> bytes:
-        return event.sse_frame()
 
 
 class OpenStreams:

@@ -1,0 +1,115 @@
+"""EventStream: the response of POST /assist, one agent run written as Server-Sent Events.
+
+    Run (agent task, ids, guarantees) -> SseHook (one serialization per event)
+        -> EventStream (all ready frames in one write; a ping when idle) -> ASGI send
+
+It is an ordinary Starlette `Response` returned by the path operation, so every
+middleware, dependency and exception handler of the app applies to it. It is not
+FastAPI's or sse-starlette's `EventSourceResponse`: both stream from a generator in
+an anyio task group, which costs a waiting stream about 16 KB more and each event
+about twice the CPU (bench/README.md, "The response class").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from app.protocol.request import Query
+from app.runtime.agent import AbstractAgent
+from app.runtime.run import ChannelHook, Run, RunStats
+from app.runtime.session import Session
+from app.server import metrics
+from app.server.open_streams import OpenStreams
+
+# A comment line: clients skip it, proxies see a live connection.
+PING_FRAME = b": ping\n\n"
+MEDIA_TYPE = "text/event-stream"
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-store"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),  # nginx: pass each frame on, do not buffer the stream
+]
+LISTENER_TASK_NAME = "assist: waiting for the client to leave"
+
+
+class SseHook(ChannelHook[bytes]):
+    """Puts each event on the channel as the bytes of its SSE frame."""
+
+    __slots__ = ()
+
+    def encode(self, event: Any) -> bytes:
+        frame: bytes = event.sse_frame()
+        return frame
+
+
+class EventStream(Response):
+    """The run of `agent` for one query, streamed; it starts when the server sends the response.
+
+    The run is made here, not in the path operation, so a response that is never sent
+    never starts an agent. Its `stats` go to the metrics when it ends, and to the access
+    log line (app/server/access_log.py).
+    """
+
+    # Its content type is in SSE_HEADERS. None here keeps FastAPI from documenting the 200 as
+    # one string: the route documents it as a sequence of events (app/server/assist.py).
+    media_type = None
+
+    def __init__(
+        self,
+        agent: AbstractAgent,
+        session: Session,
+        query: Query,
+        stats: RunStats,
+        streams: OpenStreams,
+    ) -> None:
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = list(SSE_HEADERS)
+        self._agent = agent
+        self._session: Session | None = session
+        self._query: Query | None = query
+        self.stats = stats
+        self._streams = streams
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self._session is not None and self._query is not None, "an EventStream is sent once"
+        run = Run(self._agent, self._session, self._query, timeout=None, stats=self.stats, make_hook=SseHook)
+        self._session = self._query = None  # the run has them; nothing else holds the request for the stream's life
+        streams = self._streams
+        streams.add(run)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            # The body has been read: the next message can only be the client leaving.
+            listener = asyncio.ensure_future(receive())
+            listener.set_name(LISTENER_TASK_NAME)  # one string for every stream's listener
+            listener.add_done_callback(run.client_left)
+            try:
+                # Every frame that is ready goes out in one write; a ping after a silent interval.
+                # (In this frame, not a method of its own: each frame is held by every waiting stream.)
+                while True:
+                    batch = run.take_ready()
+                    if batch is None:
+                        streams.silent(run)
+                        await run.ready()
+                        batch = run.take_ready()
+                        if batch is None:  # woken for a keepalive: silent for a whole interval
+                            await send({"type": "http.response.body", "body": PING_FRAME, "more_body": True})
+                            continue
+                    if not batch:
+                        break
+                    body = batch[0] if len(batch) == 1 else b"".join(batch)
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            except OSError:
+                pass  # the client is gone (servers that raise on a send after a disconnect)
+            finally:
+                listener.cancel()
+        finally:
+            run.reader_left()
+            streams.discard(run)
+            metrics.observe_stream(self.stats)

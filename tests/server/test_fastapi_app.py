@@ -1,0 +1,132 @@
+"""The service is a FastAPI app in every way a FastAPI user tries: middleware, dependencies,
+exception handlers, mounting and including apply to POST /assist too. Each app is in
+tests/server/user_apps.py, served by a real uvicorn on loopback."""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+import httpx
+import pytest
+
+from tests.server.test_stream_guarantees import assert_well_ended, wait_for_file
+from tests.support.server import RunningServer, free_port, running_command
+from tests.support.sse import new_body, read_stream
+
+AGENT = {"ASSIST_AGENT": "tests.support.agents:ScriptedAgent"}
+KEY = "user-app-key-5d1e"
+
+
+@contextmanager
+def serving(factory: str, env: dict[str, str] | None = None) -> Iterator[RunningServer]:
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", "--factory", f"tests.server.user_apps:{factory}", "--port", str(port)]
+    with running_command(command, port, {**AGENT, **(env or {})}) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def with_middleware() -> Iterator[RunningServer]:
+    with serving("with_middleware") as server:
+        yield server
+
+
+def test_pure_asgi_and_base_http_middleware_see_assist_and_the_stream_still_streams(with_middleware):
+    stream = read_stream(with_middleware.url, new_body("session"))
+    assert stream.status == 200
+    assert_well_ended(stream)
+    assert stream.headers["x-pure-middleware"] == "seen"
+    assert stream.headers["x-base-middleware"] == "seen"
+    assert stream.headers["content-type"].startswith("text/event-stream")
+    assert "x-request-id" in stream.headers  # the service's own middleware still runs too
+    counts = httpx.get(with_middleware.url + "/counted").json()
+    assert counts["POST /assist"] == 1
+
+
+def test_refusals_pass_through_the_users_middleware_too(with_middleware):
+    response = httpx.post(with_middleware.url + "/assist", json={"query": {"id": "nope", "prompt": "x"}})
+    assert response.status_code == 422 and response.json()["detail"][0]["loc"] == ["body", "query", "id"]
+    assert response.headers["x-pure-middleware"] == "seen" and response.headers["x-base-middleware"] == "seen"
+
+
+def test_a_disconnect_behind_base_http_middleware_still_cancels_the_agent(with_middleware, tmp_path):
+    marker = tmp_path / "cancelled"
+    with httpx.Client(timeout=10) as client:
+        with client.stream("POST", with_middleware.url + "/assist", json=new_body(f"hang:{marker}")) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: "):
+                    break
+            closed_at = time.time()
+    cancelled_at = wait_for_file(marker, timeout=3)
+    assert cancelled_at is not None, "the agent task was not cancelled after the client left"
+    assert float(cancelled_at) - closed_at < 1.0
+
+
+def test_pings_reach_the_client_through_base_http_middleware():
+    with serving("with_middleware", {"ASSIST_PING_INTERVAL": "0.2"}) as server:
+        stream = read_stream(server.url, new_body("silent:1.2"))
+    assert_well_ended(stream)
+    assert len(stream.comments) >= 3, stream.comments
+
+
+@pytest.fixture(scope="module")
+def with_dependencies() -> Iterator[RunningServer]:
+    with serving("with_dependencies") as server:
+        yield server
+
+
+def test_add_routes_serves_assist_under_its_path_with_the_users_middleware(with_dependencies):
+    stream = read_stream(with_dependencies.url + "/bots/showcase", new_body("session"))
+    assert stream.status == 200
+    assert_well_ended(stream)
+    assert stream.headers["x-pure-middleware"] == "seen"
+    assert httpx.get(with_dependencies.url + "/counted").json()["POST /bots/showcase/assist"] == 1
+    assert httpx.post(with_dependencies.url + "/assist", json=new_body("session")).status_code == 404
+
+
+def test_app_level_and_route_level_dependencies_run_for_assist(with_dependencies):
+    url = with_dependencies.url + "/bots/showcase/assist"
+    blocked = httpx.post(url, json=new_body("session"), headers={"X-Block": "1"})
+    assert blocked.status_code == 403 and blocked.json() == {"detail": "blocked by the app's dependency"}
+    refused = httpx.post(url, json=new_body("session"), headers={"X-Route": "refuse"})
+    assert refused.status_code == 403 and refused.json() == {"detail": "refused by the route's dependency"}
+
+
+def test_the_users_exception_handlers_apply_to_assist(with_dependencies):
+    response = httpx.post(with_dependencies.url + "/bots/showcase/assist", json=new_body("session"), headers={"X-Route": "teapot"})
+    assert response.status_code == 418 and response.json() == {"detail": "short and stout"}
+
+
+def test_a_validation_handler_added_to_create_app_answers_for_assist():
+    with serving("with_validation_handler") as server:
+        response = httpx.post(server.url + "/assist", json={"query": {"id": "nope", "prompt": "x"}})
+    assert response.status_code == 400 and response.json() == {"mine": True, "errors": 1}
+
+
+def test_mounted_with_keys_probes_stay_open_and_assist_and_docs_need_the_key():
+    with serving("mounted", {"ASSIST_API_KEYS": KEY}) as server:
+        base = server.url + "/agent"
+        for path in ("/healthz", "/readyz", "/metrics"):
+            assert httpx.get(base + path).status_code == 200, path
+        assert httpx.get(server.url + "/").json() == {"app": "outer"}
+        assert httpx.post(base + "/assist", json=new_body("session")).status_code == 401
+        stream = read_stream(base, new_body("session"), headers={"Authorization": f"Bearer {KEY}"})
+        assert stream.status == 200
+        assert_well_ended(stream)
+        for path in ("/docs", "/openapi.json"):
+            assert httpx.get(base + path).status_code == 401, path
+        docs = httpx.get(base + "/docs", headers={"Authorization": f"Bearer {KEY}"})
+        assert docs.status_code == 200 and "/agent/openapi.json" in docs.text  # the page finds its schema under the mount
+        schema = httpx.get(base + "/openapi.json", headers={"Authorization": f"Bearer {KEY}"}).json()
+        assert "/assist" in schema["paths"]
+
+
+def test_the_services_router_included_in_another_app_serves_assist():
+    with serving("included") as server:
+        stream = read_stream(server.url, new_body("session"))
+        assert stream.status == 200
+        assert_well_ended(stream)
+        assert httpx.get(server.url + "/healthz").json() == {"status": "ok"}
