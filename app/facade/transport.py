@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from contextlib import aclosing
 from typing import Any, AsyncIterator, Protocol
 
 from urllib.parse import urlsplit, urlunsplit
@@ -18,6 +17,7 @@ from app.runtime.agent import AbstractAgent
 from app.runtime.errors import RemoteAgentError
 from app.runtime.run import Run, RunStats
 from app.runtime.session import Session
+from app.runtime.watcher import RunWatcher
 
 
 class Transport(Protocol):
@@ -31,14 +31,22 @@ class InProcessTransport:
 
     def __init__(self, agent: AbstractAgent, timeout: float) -> None:
         self.agent = agent
-        self.timeout = timeout
+        self._watcher = RunWatcher(time_limit=timeout)
 
     async def events(self, query: Query, session: SessionObject) -> AsyncIterator[Any]:
-        run = Run(self.agent, Session(session), query, timeout=self.timeout, stats=RunStats(str(ULID())))
-        async with aclosing(run.items()) as batches:
-            async for batch in batches:
+        run = Run(self.agent, Session(session), query, watcher=self._watcher, stats=RunStats(str(ULID())))
+        try:
+            while True:
+                batch = run.take_ready()
+                if batch is None:
+                    await run.ready()
+                    continue
+                if not batch:
+                    return
                 for event in batch:
                     yield event
+        finally:
+            run.reader_left()
 
 
 class HttpTransport:

@@ -83,20 +83,3 @@ class Channel(Generic[T]):
         if self._items or self._closed:
             reader.set_result(None)
         return reader
-
-    async def take_all(self, idle_after: Optional[float] = None) -> Optional[list[T]]:
-        """Everything that is ready, waiting while there is nothing: [] once closed and empty,
-        None if `idle_after` seconds passed with nothing (time for a keepalive)."""
-        items = self.take_ready()
-        if items is not None:
-            return items
-        loop = asyncio.get_running_loop()
-        reader = self.ready()
-        timer = loop.call_later(idle_after, self.wake_reader) if idle_after else None
-        try:
-            await reader
-        finally:
-            self._reader = None
-            if timer is not None:
-                timer.cancel()
-        return self.take_ready()

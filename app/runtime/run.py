@@ -1,12 +1,13 @@
 """One run of an agent: its task, the guarantees around it, and the events it sends, in order.
 
     agent.assist() -> ResponseHandler -> ChannelHook (id, encode) -> Channel
-        -> take_ready()/ready() (the server's writer) or items() (the in-process facade)
+        -> take_ready() / ready(): the server's writer, and the in-process facade alike
 
 The server encodes each event to its SSE frame; the in-process facade keeps the
 event objects. Either way the run ends with exactly one `done`, whatever the
 agent does: raising, timing out, returning without `complete()`, or raising
 CancelledError of its own accord (`Run._after_agent` reads how its task ended).
+Its time limit is kept by a RunWatcher (app/runtime/watcher.py), whoever reads it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from typing import Any, AsyncIterator, Callable, Coroutine, Generic, Optional, TypeVar
+from enum import StrEnum
+from typing import Any, Callable, Coroutine, Generic, Optional, TypeVar
 
 from app.protocol.events import DoneEvent, ErrorContent
 from app.protocol.request import Query
@@ -25,6 +27,7 @@ from app.runtime.errors import AgentError, CallRefused, ResponseStreamClosedErro
 from app.runtime.ids import MonotonicUlid
 from app.runtime.response_handler import ResponseHandler
 from app.runtime.session import Session
+from app.runtime.watcher import RunWatcher
 
 logger = logging.getLogger("app.run")
 
@@ -37,6 +40,15 @@ TIMEOUT_MESSAGE = "The agent did not finish within the request time limit."
 T = TypeVar("T")
 
 
+class RunOutcome(StrEnum):
+    """How a run ended, as the access log and the metrics tell it."""
+
+    OPEN = "open"  # not ended yet
+    COMPLETED = "completed"  # its reader took everything, `done` included
+    DISCONNECTED = "disconnected"  # its reader left first
+    SHUTDOWN = "shutdown"  # ended by the server shutting down
+
+
 class RunStats:
     """What happened in one run, for logs and metrics: counts, never contents."""
 
@@ -45,7 +57,7 @@ class RunStats:
     def __init__(self, request_id: str) -> None:
         self.request_id = request_id
         self.events_by_type: defaultdict[str, int] = defaultdict(int)
-        self.outcome = "open"  # then: completed, disconnected (the reader left), shutdown
+        self.outcome = RunOutcome.OPEN
         self.agent_failed = False
         self.timed_out = False
         self.started = time.monotonic()
@@ -121,13 +133,13 @@ async def _await(awaitable: Any) -> None:
 
 
 class Run(Generic[T]):
-    """One agent run, started on creation; iterate `items()` for what it sends, in order.
+    """One agent run, started on creation; its `watcher` keeps its time limit.
 
-    Its time limit is a timer of its own; with `timeout=None` whoever runs it keeps the limit
-    and calls `time_out()` (the server, whose streams share one watcher: app/server/streaming.py).
+    Read it, server and facade alike, with `take_ready()`, and `await ready()` when that
+    gives None. Call `reader_left()` when done reading (or leaving early): the agent stops.
     """
 
-    __slots__ = ("stats", "hook", "handler", "task", "_agent_name", "_channel", "_timer")
+    __slots__ = ("stats", "hook", "handler", "task", "_agent_name", "_channel", "_watcher")
 
     def __init__(
         self,
@@ -135,7 +147,7 @@ class Run(Generic[T]):
         session: Session,
         query: Query,
         *,
-        timeout: Optional[float],
+        watcher: RunWatcher,
         stats: RunStats,
         make_hook: Callable[[Channel[T], RunStats], ChannelHook[T]] = ChannelHook,
     ) -> None:
@@ -148,20 +160,19 @@ class Run(Generic[T]):
         # _after_agent. Named after the agent: one string for all its runs ("Task-N" is one each).
         self.task = asyncio.create_task(_assist(agent, session, query, self.handler), name=self._agent_name)
         self.task.add_done_callback(self._after_agent)
-        self._timer: Optional[asyncio.TimerHandle] = None
-        if timeout is not None:
-            self._timer = asyncio.get_running_loop().call_later(timeout, self.time_out)
+        self._watcher = watcher
+        watcher.add(self)
 
     def time_out(self) -> None:
         """The time limit is up: the agent is cancelled and the run ends with `error` (504) and `done`."""
-        if self.task.done() or self.stats.outcome != "open" or self.stats.timed_out:
+        if self.task.done() or self.stats.outcome is not RunOutcome.OPEN or self.stats.timed_out:
             return
         self.stats.timed_out = True
         self.task.cancel()
 
-    def stop(self, error: ErrorContent | None = None, outcome: str | None = None) -> None:
+    def stop(self, error: ErrorContent | None = None, outcome: RunOutcome | None = None) -> None:
         """End the run now: cancel the agent and send the closing events (`error` if given, `done`)."""
-        if outcome is not None and self.stats.outcome == "open":
+        if outcome is not None and self.stats.outcome is RunOutcome.OPEN:
             self.stats.outcome = outcome
         if not self.task.done():
             self.task.cancel()
@@ -171,17 +182,13 @@ class Run(Generic[T]):
         """What the run sent since the last call, all that was ready together; [] once it has
         ended and all is taken; None when there is nothing yet (await `ready()`)."""
         batch = self._channel.take_ready()
-        if batch == []:
-            self._ended()
+        if batch == [] and self.stats.outcome is RunOutcome.OPEN:
+            self.stats.outcome = RunOutcome.COMPLETED
         return batch
-
-    def _ended(self) -> None:
-        """The reader has taken the last batch."""
-        if self.stats.outcome == "open":
-            self.stats.outcome = "completed"
 
     def ready(self) -> asyncio.Future[None]:
         """Done when there is something to take, or the run ended, or `wake_reader()` (a keepalive)."""
+        self._watcher.silent(self)
         return self._channel.ready()
 
     def wake_reader(self) -> None:
@@ -190,47 +197,30 @@ class Run(Generic[T]):
     def client_left(self, listener: asyncio.Future[Any]) -> None:
         """The done callback of a task that waits for the client to leave: the run ends now."""
         if not listener.cancelled():
-            self.stop(outcome="disconnected")
+            self.stop(outcome=RunOutcome.DISCONNECTED)
 
     def reader_left(self) -> None:
         """The reader is gone, or `done` is out: the agent has nobody left to answer."""
-        if self.stats.outcome == "open":
-            self.stats.outcome = "disconnected"
+        self._watcher.discard(self)
+        if self.stats.outcome is RunOutcome.OPEN:
+            self.stats.outcome = RunOutcome.DISCONNECTED
         if not self.task.done():
             self.task.cancel()
-
-    async def items(self, idle_after: Optional[float] = None) -> AsyncIterator[list[T]]:
-        """Everything the run sends, in batches of what was ready together; an empty batch
-        after `idle_after` seconds of silence (for a keepalive). The agent stops if this closes early."""
-        try:
-            while True:
-                batch = await self._channel.take_all(idle_after)
-                if batch is None:
-                    yield []
-                elif batch:
-                    yield batch
-                else:
-                    self._ended()
-                    return
-        finally:
-            self.reader_left()
 
     def _after_agent(self, task: asyncio.Task) -> None:
         """However the agent's task ended, the run ends with `done`, after an `error` when it
         failed, timed out or was refused a call. When the run was ended on purpose (the reader
         left, shutdown) nothing more is sent, and when `done` is already out, nothing either:
         then a failure is only logged."""
-        if self._timer is not None:
-            self._timer.cancel()
         stats = self.stats
         exc = None if task.cancelled() else task.exception()  # always read: asyncio logs one never read
         error: ErrorContent | None = None
         if task.cancelled():
-            if stats.outcome == "open":
+            if stats.outcome is RunOutcome.OPEN:
                 error = self._cancelled()
         elif exc is not None:
             error = self._failure(exc)
-        if stats.outcome != "open" or self._channel.closed:
+        if stats.outcome is not RunOutcome.OPEN or self._channel.closed:
             return
         try:
             # The error first, then the closing chunks of open streams, then `done`.

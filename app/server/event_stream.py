@@ -78,10 +78,8 @@ class EventStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self._session is not None and self._query is not None, "an EventStream is sent once"
-        run = Run(self._agent, self._session, self._query, timeout=None, stats=self.stats, make_hook=SseHook)
+        run = Run(self._agent, self._session, self._query, watcher=self._streams, stats=self.stats, make_hook=SseHook)
         self._session = self._query = None  # the run has them; nothing else holds the request for the stream's life
-        streams = self._streams
-        streams.add(run)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             # The body has been read: the next message can only be the client leaving.
@@ -94,7 +92,6 @@ class EventStream(Response):
                 while True:
                     batch = run.take_ready()
                     if batch is None:
-                        streams.silent(run)
                         await run.ready()
                         batch = run.take_ready()
                         if batch is None:  # woken for a keepalive: silent for a whole interval
@@ -111,5 +108,4 @@ class EventStream(Response):
                 listener.cancel()
         finally:
             run.reader_left()
-            streams.discard(run)
             metrics.observe_stream(self.stats)

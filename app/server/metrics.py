@@ -24,6 +24,8 @@ from prometheus_client import (
 from starlette.requests import Request
 from starlette.responses import Response
 
+from app.runtime.run import RunOutcome, RunStats
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 disable_created_metrics()  # the *_created series only add noise here
@@ -59,7 +61,7 @@ async def metrics_endpoint(request: Request) -> Response:
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def observe_stream(stats) -> None:
+def observe_stream(stats: RunStats) -> None:
     """Add one finished stream's counts to the metrics (once per stream, not per event)."""
     for content_type, count in stats.events_by_type.items():
         EVENTS_SENT.labels(content_type).inc(count)

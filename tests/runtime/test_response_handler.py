@@ -312,7 +312,14 @@ async def test_emit_chunk_rejects_non_str(handler, queue, chunk):
 
 
 async def take_all(channel: Channel) -> list:
-    return await asyncio.wait_for(channel.take_all(), timeout=1)
+    """Everything ready, waiting while there is nothing, as the channel's reader does."""
+
+    async def taken() -> list:
+        while (items := channel.take_ready()) is None:
+            await channel.ready()
+        return items
+
+    return await asyncio.wait_for(taken(), timeout=1)
 
 
 async def test_channel_items_come_out_in_order():
@@ -322,9 +329,9 @@ async def test_channel_items_come_out_in_order():
     assert await take_all(channel) == [0, 1, 2, 3, 4]
 
 
-async def test_channel_take_all_returns_everything_ready_at_once():
+async def test_channel_reader_takes_everything_ready_at_once():
     channel = Channel()
-    reader = asyncio.create_task(channel.take_all())
+    reader = asyncio.create_task(take_all(channel))
     await settle()
     assert not reader.done()
     channel.put_nowait("a")
@@ -363,7 +370,7 @@ async def test_channel_writers_are_released_in_turn():
     assert taken == [0, 1, 2]
 
 
-async def test_channel_take_all_returns_empty_after_the_last_item():
+async def test_channel_reader_takes_empty_after_the_last_item():
     channel = Channel()
     channel.put_nowait("a")
     channel.put_nowait("b", last=True)
@@ -375,7 +382,7 @@ async def test_channel_take_all_returns_empty_after_the_last_item():
 
 async def test_channel_waiting_reader_gets_the_last_item_then_empty():
     channel = Channel()
-    reader = asyncio.create_task(channel.take_all())
+    reader = asyncio.create_task(take_all(channel))
     await settle()
     channel.put_nowait("done", last=True)
     assert await asyncio.wait_for(reader, timeout=1) == ["done"]
@@ -419,11 +426,38 @@ async def test_session_interactions_iterate_with_for_and_async_for():
     assert [i.request.event.prompt async for i in interactions] == ["first", "second", "third"]
 
 
-async def test_channel_take_all_says_idle_after_a_quiet_spell_then_still_delivers():
-    channel: Channel = Channel(4)
-    assert await asyncio.wait_for(channel.take_all(idle_after=0.05), timeout=1) is None
-    asyncio.get_running_loop().call_later(0.02, channel.put_nowait, "late")
-    assert await asyncio.wait_for(channel.take_all(idle_after=5), timeout=1) == ["late"]
+async def test_a_watched_run_wakes_its_silent_reader_for_a_keepalive_then_still_delivers():
+    from app import AbstractAgent
+    from app.protocol.request import Query
+    from app.runtime.run import Run, RunStats
+    from app.runtime.watcher import RunWatcher
+
+    class SpeaksLate(AbstractAgent):
+        name = "late"
+
+        async def assist(self, session, query, handler):
+            await asyncio.sleep(0.5)
+            await handler.respond("FINAL", "at last")
+
+    watcher = RunWatcher(time_limit=5, keepalive=0.1)
+    run = Run(SpeaksLate(), Session.new("late"), Query(id="01JDQ4Z8M7T3V5X9A2B4C6D8EF", prompt="p"),
+              watcher=watcher, stats=RunStats("r"))
+    try:
+        assert run.take_ready() is None
+        await asyncio.wait_for(run.ready(), timeout=1)  # woken with nothing to take: a keepalive
+        assert run.take_ready() is None
+        events = []
+        async with asyncio.timeout(5):
+            while (batch := run.take_ready()) != []:
+                if batch is None:
+                    await run.ready()
+                else:
+                    events += batch
+        assert [type(e).__name__ for e in events] == ["TextBlockEvent", "DoneEvent"]
+        assert run.stats.outcome == "completed"
+    finally:
+        run.reader_left()
+    assert watcher.runs == []
 
 
 async def test_a_time_limit_that_cuts_complete_short_still_ends_the_run_with_504_and_done():
@@ -440,13 +474,19 @@ async def test_a_time_limit_that_cuts_complete_short_still_ends_the_run_with_504
                 await stream.emit_chunk("x")
             await handler.complete()
 
+    from app.runtime.watcher import RunWatcher
+
     run = Run(FillsTheChannelThenCompletes(), Session.new("filler"), Query(id="01JDQ4Z8M7T3V5X9A2B4C6D8EF", prompt="p"),
-              timeout=0.2, stats=RunStats("r"))
+              watcher=RunWatcher(time_limit=0.2), stats=RunStats("r"))
     await asyncio.sleep(0.5)  # nobody reads while the time limit passes
     events = []
     async with asyncio.timeout(5):
-        async for batch in run.items(idle_after=1):
-            events += batch
+        while (batch := run.take_ready()) != []:
+            if batch is None:
+                await run.ready()
+            else:
+                events += batch
+    run.reader_left()
     tail = [(type(e).__name__, getattr(e, "is_complete", None)) for e in events[-3:]]
     assert tail == [("TextChunkEvent", True), ("ErrorEvent", None), ("DoneEvent", None)]
     assert events[-2].content.error_code == 504
