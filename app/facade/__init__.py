@@ -5,12 +5,12 @@ from app.facade.events import AgentEvent, EventKind
 from app.facade.result import (
     AgentResult,
     ErrorRecord,
-    Message,
     PendingInterrupt,
     StageRecord,
-    TokenUsage,
     ToolCall,
 )
+from app.protocol.conventions import TokenUsage
+from app.protocol.history import Message
 
 __all__ = [
     "Agent",

@@ -17,11 +17,11 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional
 from ulid import ULID
 
 from app.facade.events import AgentEvent
-from app.facade.history import as_messages, interactions_from
 from app.facade.reader import EventReader, ResultBuilder
-from app.facade.result import AgentResult, Message
+from app.facade.result import AgentResult
 from app.facade.transport import HttpTransport, InProcessTransport, Transport, without_credentials
 from app.protocol.events import DoneEvent
+from app.protocol.history import Message, as_messages, interactions_from
 from app.protocol.request import Query, SessionObject
 from app.runtime.agent import AbstractAgent
 

@@ -11,16 +11,9 @@ from typing import Any, Optional
 from pydantic import BaseModel, ValidationError
 
 from app.facade.events import AgentEvent, EventKind
-from app.facade.result import (
-    AgentResult,
-    ErrorRecord,
-    Message,
-    PendingInterrupt,
-    StageRecord,
-    TokenUsage,
-    ToolCall,
-)
+from app.facade.result import AgentResult, ErrorRecord, PendingInterrupt, StageRecord, ToolCall
 from app.protocol import conventions as names
+from app.protocol.conventions import TokenUsage
 from app.protocol.events import (
     DocumentEvent,
     DoneEvent,
@@ -29,13 +22,14 @@ from app.protocol.events import (
     TextBlockEvent,
     TextChunkEvent,
 )
+from app.protocol.history import Message
 
 _JSON_KINDS: dict[str, tuple[EventKind, type[BaseModel]]] = {
     names.TOOL_CALL: ("tool_call", names.ToolCallPayload),
     names.TOOL_RESULT: ("tool_result", names.ToolResultPayload),
     names.HANDOFF: ("handoff", names.HandoffPayload),
     names.STAGE: ("stage", names.StagePayload),
-    names.USAGE: ("usage", names.UsagePayload),
+    names.USAGE: ("usage", names.TokenUsage),
     names.ASK_USER: ("ask_user", names.AskUserPayload),
 }
 
@@ -117,7 +111,7 @@ class ResultBuilder:
             call = self._tool_calls.get(data["id"]) or ToolCall(id=data["id"], name=data["name"])
             self._tool_calls[data["id"]] = call.model_copy(update={"result": data["result"], "error": data["error"]})
         elif kind == "usage":
-            self._usage = self._usage + TokenUsage(**data)
+            self._usage += TokenUsage.model_validate(data)
         elif kind == "stage":
             self._stages.append(StageRecord(**data))
         elif kind == "ask_user":

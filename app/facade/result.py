@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from app.protocol.conventions import AskUserPayload, StagePayload, UsagePayload
+from app.protocol.conventions import AskUserPayload, StagePayload, TokenUsage
+from app.protocol.history import Message
 
 
 class _Value(BaseModel):
     model_config = ConfigDict(frozen=True)
-
-
-class Message(_Value):
-    """One turn of a conversation. An assistant turn keeps the wire events it was made of,
-    so that history sent back is what Sentient Chat would send."""
-
-    role: Literal["user", "assistant"]
-    content: str
-    events: tuple[dict[str, Any], ...] = ()
 
 
 class ToolCall(_Value):
@@ -31,18 +23,6 @@ class ToolCall(_Value):
     arguments: dict[str, Any] = {}
     result: Any = None
     error: Optional[str] = None
-
-
-class TokenUsage(UsagePayload):
-    """Tokens the run reported (the USAGE payload, summed); 0 means unreported, never estimated."""
-
-    def __add__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(
-            requests=self.requests + other.requests,
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            total_tokens=self.total_tokens + other.total_tokens,
-        )
 
 
 class StageRecord(StagePayload):
@@ -69,7 +49,7 @@ class AgentResult(_Value):
     text: str = ""
     messages: tuple[Message, ...] = ()
     tool_calls: tuple[ToolCall, ...] = ()
-    usage: TokenUsage = TokenUsage()
+    usage: TokenUsage = TokenUsage()  # the run's USAGE payloads, added up
     stages: tuple[StageRecord, ...] = ()
     errors: tuple[ErrorRecord, ...] = ()
     interrupt: Optional[PendingInterrupt] = None

@@ -13,7 +13,7 @@ from rich.text import Text
 
 from app.facade.agent import Agent
 from app.facade.events import AgentEvent
-from app.facade.result import Message
+from app.protocol.history import Message
 
 PROMPT = "[bold cyan]you ›[/] "
 _MAX_INLINE = 160

@@ -2,12 +2,13 @@
 tools, and LLMAgent, the streaming tool loop."""
 
 from app.llm.agent import LLMAgent, UsageLimits
-from app.llm.messages import ChatMessage, ModelUsage, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
+from app.llm.messages import ChatMessage, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
 from app.llm.model import ChatModel, ModelSettings
 from app.llm.openai_model import OpenAIChatModel
 from app.llm.reply import Reply, ReplyStreams, stream_reply
 from app.llm.scripted import FunctionModel, ScriptedCall, ScriptedModel, ScriptedReply
 from app.llm.tools import Tool, ToolOutcome, tool
+from app.protocol.conventions import TokenUsage
 from app.runtime.errors import ToolError
 
 __all__ = [
@@ -16,7 +17,6 @@ __all__ = [
     "FunctionModel",
     "LLMAgent",
     "ModelSettings",
-    "ModelUsage",
     "OpenAIChatModel",
     "ReasoningDelta",
     "Reply",
@@ -25,6 +25,7 @@ __all__ = [
     "ScriptedModel",
     "ScriptedReply",
     "TextDelta",
+    "TokenUsage",
     "Tool",
     "ToolCallRequest",
     "ToolError",

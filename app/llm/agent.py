@@ -13,20 +13,13 @@ import logging
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from app.llm.history import chat_history
-from app.llm.messages import (
-    ChatMessage,
-    ToolCallRequest,
-    UsageTally,
-    assistant,
-    system,
-    tool_result,
-    user,
-)
+from app.llm.messages import ChatMessage, ToolCallRequest, assistant, chat_history, system, tool_result, user
 from app.llm.model import ChatModel, ModelSettings
-from app.llm.reply import ReplyStreams, stream_reply
+from app.llm.reply import ONE_REQUEST, ReplyStreams, finish_run, stream_reply
 from app.llm.tools import Tool, ToolOutcome, arguments_object
 from app.protocol import conventions as names
+from app.protocol.conventions import TokenUsage, ToolCallPayload, ToolResultPayload
+from app.protocol.history import messages_from
 from app.protocol.request import Query
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import ModelProviderError, UsageLimitExceeded
@@ -72,51 +65,46 @@ class LLMAgent(AbstractAgent):
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
         messages: list[ChatMessage] = [system(self.system_prompt)] if self.system_prompt else []
-        messages += chat_history(list(session.get_interactions()))
+        messages += chat_history(messages_from(session.get_interactions(), keep_events=False))
         messages.append(user(query.prompt))
-        usage = UsageTally()
         streams = ReplyStreams(response_handler)
-        failure: Optional[ModelProviderError] = None
-        try:
-            await self._loop(messages, response_handler, streams, usage)
-        except ModelProviderError as exc:
-            logger.warning("model %s stopped: %s", self.model.name, exc.message)
-            failure = exc
-        # The text streams end first; then what went wrong, if anything; then the bill.
-        await streams.close(names.THINKING)
-        await streams.close(names.FINAL_RESPONSE)
+        usage, failure = await self._loop(messages, response_handler, streams)
         if failure is not None:
-            await response_handler.emit_error(failure.message, failure.error_code, failure.details or None)
-        await response_handler.emit_json(names.USAGE, usage.payload())
-        await response_handler.complete()
+            logger.warning("model %s stopped: %s", self.model.name, failure.message)
+        await finish_run(response_handler, streams, usage, failure)
 
     async def _loop(
-        self, messages: list[ChatMessage], handler: ResponseHandler, streams: ReplyStreams, usage: UsageTally
-    ) -> None:
+        self, messages: list[ChatMessage], handler: ResponseHandler, streams: ReplyStreams
+    ) -> tuple[TokenUsage, Optional[ModelProviderError]]:
+        """The run's replies and tool rounds: what they used, and what stopped them early, if anything."""
         specs = [t.spec for t in self.tools.values()]
         limits = self.usage_limits
+        usage = TokenUsage()
         for _ in range(limits.max_turns):
-            reply = await stream_reply(self.model, messages, specs, self.model_settings, streams, usage)
+            usage += ONE_REQUEST
+            try:
+                reply = await stream_reply(self.model, messages, specs, self.model_settings, streams)
+            except ModelProviderError as failure:
+                return usage, failure
+            usage += reply.usage
             messages.append(assistant(reply.text, tuple(reply.calls)))
             if not reply.calls:
-                return
+                return usage, None
             await self._run_tools(reply.calls, messages, handler)
             if limits.max_tokens is not None and usage.total_tokens >= limits.max_tokens:
-                raise UsageLimitExceeded(
-                    f"Stopped: the run used {usage.total_tokens} tokens, the limit is {limits.max_tokens}.", "max_tokens"
-                )
-        raise UsageLimitExceeded(f"Stopped: the model was still calling tools after {limits.max_turns} turns.", "max_turns")
+                message = f"Stopped: the run used {usage.total_tokens} tokens, the limit is {limits.max_tokens}."
+                return usage, UsageLimitExceeded(message, "max_tokens")
+        message = f"Stopped: the model was still calling tools after {limits.max_turns} turns."
+        return usage, UsageLimitExceeded(message, "max_turns")
 
     async def _run_tools(self, calls: list[ToolCallRequest], messages: list[ChatMessage], handler: ResponseHandler) -> None:
         for call in calls:
-            await handler.emit_json(
-                names.TOOL_CALL, {"id": call.id, "name": call.name, "arguments": arguments_object(call.arguments)}
-            )
+            arguments = arguments_object(call.arguments)
+            await handler.emit_json(names.TOOL_CALL, ToolCallPayload(id=call.id, name=call.name, arguments=arguments))
         outcomes = await asyncio.gather(*(self._call(call) for call in calls))
         for call, outcome in zip(calls, outcomes):
-            await handler.emit_json(
-                names.TOOL_RESULT, {"id": call.id, "name": call.name, "result": outcome.result, "error": outcome.error}
-            )
+            result = ToolResultPayload(id=call.id, name=call.name, result=outcome.result, error=outcome.error)
+            await handler.emit_json(names.TOOL_RESULT, result)
             messages.append(tool_result(call, outcome.model_content))
 
     async def _call(self, call: ToolCallRequest) -> ToolOutcome:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Iterable, Literal, Union
+
+from app.protocol.conventions import TokenUsage
+from app.protocol.history import Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,11 @@ def tool_result(call: ToolCallRequest, content: str) -> ChatMessage:
     return ChatMessage("tool", content, tool_call_id=call.id, name=call.name)
 
 
+def chat_history(conversation: Iterable[Message]) -> list[ChatMessage]:
+    """The conversation as the model reads it: each turn's text; an answer that said nothing is left out."""
+    return [ChatMessage(m.role, m.content) for m in conversation if m.role == "user" or m.content]
+
+
 # What a model streams for one reply.
 
 
@@ -56,37 +64,6 @@ class ReasoningDelta:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelUsage:
-    """Token counts of one reply; 0 means unreported."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    total_tokens: int = 0
-
-
-class UsageTally:
-    """A run's token counts, summed over its model replies, as the USAGE event carries them."""
-
-    __slots__ = ("requests", "input_tokens", "output_tokens", "total_tokens")
-
-    def __init__(self) -> None:
-        self.requests = self.input_tokens = self.output_tokens = self.total_tokens = 0
-
-    def add(self, usage: ModelUsage) -> None:
-        self.input_tokens += usage.input_tokens
-        self.output_tokens += usage.output_tokens
-        self.total_tokens += usage.total_tokens or (usage.input_tokens + usage.output_tokens)
-
-    def payload(self) -> dict[str, int]:
-        return {
-            "requests": self.requests,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "total_tokens": self.total_tokens,
-        }
-
-
-@dataclass(frozen=True, slots=True)
 class ToolSpec:
     """A tool as the model sees it: name, description, JSON Schema of its arguments."""
 
@@ -95,4 +72,5 @@ class ToolSpec:
     parameters: dict = field(default_factory=dict)
 
 
-ModelEvent = Union[TextDelta, ReasoningDelta, ToolCallRequest, ModelUsage]
+# A reply's usage is a TokenUsage of its token counts (`requests` is counted by whoever asked).
+ModelEvent = Union[TextDelta, ReasoningDelta, ToolCallRequest, TokenUsage]

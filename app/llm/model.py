@@ -18,7 +18,8 @@ class ModelSettings:
 
 class ChatModel(Protocol):
     """A chat model. `stream()` yields one reply's events: text and reasoning deltas as they
-    arrive, then each whole tool call, then usage. Failures raise ModelProviderError."""
+    arrive, then each whole tool call, then its token counts (a TokenUsage). Failures raise
+    ModelProviderError."""
 
     name: str
 

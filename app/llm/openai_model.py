@@ -12,16 +12,9 @@ import httpx
 import openai
 from openai import AsyncOpenAI
 
-from app.llm.messages import (
-    ChatMessage,
-    ModelEvent,
-    ModelUsage,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallRequest,
-    ToolSpec,
-)
+from app.llm.messages import ChatMessage, ModelEvent, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
 from app.llm.model import ModelSettings
+from app.protocol.conventions import TokenUsage
 from app.runtime.errors import ModelProviderError, SettingsError
 
 # Local servers (Ollama, vLLM, LM Studio) take any key; the client insists on one.
@@ -89,7 +82,7 @@ class OpenAIChatModel:
             async for chunk in chunks:
                 if chunk.usage is not None:
                     usage = chunk.usage
-                    yield ModelUsage(
+                    yield TokenUsage(
                         input_tokens=usage.prompt_tokens or 0,
                         output_tokens=usage.completion_tokens or 0,
                         total_tokens=usage.total_tokens or 0,

@@ -1,25 +1,21 @@
-"""One model reply, streamed to the client as it arrives, and the text streams a run's replies share."""
+"""One model reply, streamed to the client as it arrives; the text streams a run's replies share;
+and how such a run ends."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Optional, Sequence
 
-from app.llm.messages import (
-    ChatMessage,
-    ModelUsage,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallRequest,
-    ToolSpec,
-    UsageTally,
-)
+from app.llm.messages import ChatMessage, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
 from app.llm.model import ChatModel, ModelSettings
 from app.protocol import conventions as names
+from app.protocol.conventions import TokenUsage
+from app.runtime.errors import ModelProviderError
 from app.runtime.response_handler import ResponseHandler
 from app.runtime.text_stream import StreamEventEmitter
 
 TURN_SEPARATOR = "\n\n"
+ONE_REQUEST = TokenUsage(requests=1)  # a reply's request, counted before it is made: one that fails was made too
 
 
 class ReplyStreams:
@@ -55,10 +51,12 @@ class ReplyStreams:
 
 @dataclass
 class Reply:
-    """What one model reply came to: its text and the tool calls it asked for."""
+    """What one model reply came to: its text, the tool calls it asked for, and the tokens the
+    model reported for it (its request is the caller's to count: ONE_REQUEST)."""
 
     text: str = ""
     calls: list[ToolCallRequest] = field(default_factory=list)
+    usage: TokenUsage = TokenUsage()
 
 
 async def stream_reply(
@@ -67,14 +65,13 @@ async def stream_reply(
     tools: Sequence[ToolSpec],
     settings: ModelSettings,
     streams: ReplyStreams,
-    usage: UsageTally,
 ) -> Reply:
     """One reply: reasoning to THINKING and text to FINAL_RESPONSE as they arrive (text before a
-    tool call too), the tool calls collected, the usage counted."""
+    tool call too), the tool calls collected, the reported tokens added up."""
     streams.new_turn()
-    usage.requests += 1
     text: list[str] = []
     calls: list[ToolCallRequest] = []
+    usage = TokenUsage()
     async for event in model.stream(messages, tools, settings):
         if isinstance(event, TextDelta):
             text.append(event.text)
@@ -83,6 +80,19 @@ async def stream_reply(
             await streams.write(names.THINKING, event.text)
         elif isinstance(event, ToolCallRequest):
             calls.append(event)
-        elif isinstance(event, ModelUsage):
-            usage.add(event)
-    return Reply("".join(text), calls)
+        elif isinstance(event, TokenUsage):
+            usage += event
+    return Reply("".join(text), calls, usage)
+
+
+async def finish_run(
+    handler: ResponseHandler, streams: ReplyStreams, usage: TokenUsage, failure: Optional[ModelProviderError]
+) -> None:
+    """End a run of model replies, however it went: its text streams first, each once; then what
+    went wrong, if anything; then the bill (USAGE); then `done`."""
+    await streams.close(names.THINKING)
+    await streams.close(names.FINAL_RESPONSE)
+    if failure is not None:
+        await handler.emit_error(failure.message, failure.error_code, failure.details or None)
+    await handler.emit_json(names.USAGE, usage)
+    await handler.complete()

@@ -8,16 +8,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Callable, Optional, Sequence
 
-from app.llm.messages import (
-    ChatMessage,
-    ModelEvent,
-    ModelUsage,
-    ReasoningDelta,
-    TextDelta,
-    ToolCallRequest,
-    ToolSpec,
-)
+from app.llm.messages import ChatMessage, ModelEvent, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
 from app.llm.model import ModelSettings
+from app.protocol.conventions import TokenUsage
 from app.runtime.errors import ModelProviderError
 
 
@@ -35,7 +28,7 @@ class ScriptedReply:
     text: str = ""
     reasoning: str = ""
     tool_calls: tuple[ScriptedCall, ...] = ()
-    usage: Optional[ModelUsage] = None
+    usage: Optional[TokenUsage] = None
     failure: Optional[ModelProviderError] = None
     fail_after_text: bool = False  # stream the text, then fail (a provider dying mid-answer)
 

@@ -32,7 +32,8 @@ from app.orchestration.context import (
 )
 from app.orchestration.forwarding import Forwarder
 from app.orchestration.host import Handoff, HandoffLimits, HostAgent, Specialist
-from app.orchestration.router import Route, Router, RouterAgent, Rule, request_metadata
+from app.orchestration.router import RouterAgent
+from app.orchestration.rules import Route, Router, Rule, request_metadata
 
 __all__ = [
     "BehaviouralSignals",

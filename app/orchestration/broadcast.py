@@ -20,9 +20,10 @@ from typing import Iterable, Literal, Optional, Sequence
 from pydantic import BaseModel, ConfigDict
 
 from app.facade.agent import Agent
-from app.facade.result import AgentResult, Message
+from app.facade.result import AgentResult
 from app.orchestration.calls import CallPolicy, agent_name, call_agent, calls_of_request
 from app.orchestration.context import DataSlush
+from app.protocol.history import Message
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import CallRefused
 

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
 
 from app.facade.agent import Agent
-from app.facade.result import AgentResult, Message
+from app.facade.result import AgentResult
 from app.orchestration.context import CallContext, DataSlush, build_context
 from app.orchestration.forwarding import Forwarder
+from app.protocol.history import Message
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import CallRefused
 

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.facade.result import Message
+from app.protocol.history import Message
 
 MEMORY_ECHOES = 3
 KEYWORDS = 5

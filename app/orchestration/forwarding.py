@@ -45,9 +45,4 @@ class Forwarder:
         """End every stream the sub-agent left open with its last chunk."""
         open_streams, self._open = self._open, {}
         for first in open_streams.values():
-            await self(
-                TextChunkEvent(
-                    event_name=first.event_name, source=first.source, stream_id=first.stream_id,
-                    is_complete=True, content="",
-                )
-            )
+            await self(first.closing_chunk())

@@ -4,11 +4,15 @@ Hand-off is tool calling: one tool per specialist, with a `reason` and an option
 rewritten `task`. What we fix of the usual host pattern:
 
 - a direct answer streams, and text before a tool call does not hide the hand-off;
-- an unknown specialist goes to the fallback, or the host answers itself: never a crash;
+- a call naming no specialist goes to the fallback; without one, the host answers itself,
+  or, when the model named specialists we have too, an error event says which name was
+  unknown: never a crash, never silence;
 - `HANDOFF` goes out, then the `on_handoff` callbacks run, awaited, in order, then the
   specialist runs, its events streaming through under its own source;
 - several hand-offs in one turn run concurrently, and reach the client one after
   another in a fixed order (the first streams live, the next wait their turn);
+- every tool call of the host model gets its tool message (what became of it);
+- two specialists whose names would make the same tool name are refused at construction;
 - everything is per request: nothing is kept on the agent between requests.
 """
 
@@ -20,25 +24,15 @@ import re
 from dataclasses import dataclass
 from typing import Awaitable, Callable, Optional, Sequence
 
-from app.facade.history import messages_from
-from app.facade.result import Message
-from app.llm.messages import (
-    ChatMessage,
-    ToolCallRequest,
-    ToolSpec,
-    UsageTally,
-    assistant,
-    system,
-    tool_result,
-    user,
-)
-from app.llm.history import chat_history
+from app.llm.messages import ChatMessage, ToolCallRequest, ToolSpec, assistant, chat_history, system, tool_result, user
 from app.llm.model import ChatModel, ModelSettings
-from app.llm.reply import Reply, ReplyStreams, stream_reply
+from app.llm.reply import ONE_REQUEST, Reply, ReplyStreams, finish_run, stream_reply
 from app.llm.tools import arguments_object
 from app.orchestration.calls import CallPolicy, CallResult, call_agent, calls_of_request
 from app.orchestration.forwarding import Forwarder
 from app.protocol import conventions as names
+from app.protocol.conventions import HandoffPayload, TokenUsage
+from app.protocol.history import Message, messages_from
 from app.protocol.request import Query
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import CallRefused, ModelProviderError, RemoteAgentError
@@ -52,7 +46,10 @@ DEFAULT_SYSTEM_PROMPT = (
     "hand it over by calling that specialist's tool with your reason and, if useful, the task "
     "rewritten for the specialist."
 )
+SUMMARY_PROMPT = "Join the specialists' answers into one answer for the user. Keep what they found."
+UNKNOWN_SPECIALIST_CODE = 404
 _TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]")
+_MAX_TOOL_NAME = 64
 
 
 @dataclass(frozen=True)
@@ -87,6 +84,27 @@ class HandoffLimits:
     max_handoffs: int = 3
 
 
+@dataclass
+class _HostRun:
+    """One request's state, made per request: nothing of it is kept on the agent."""
+
+    prompt: str
+    conversation: tuple[Message, ...]  # the session's history, as the specialists get it
+    messages: list[ChatMessage]  # what the host model reads
+    streams: ReplyStreams
+    handler: ResponseHandler
+    usage: TokenUsage = TokenUsage()  # every model reply of the request, added up
+
+
+@dataclass(frozen=True)
+class _Decision:
+    """What the host makes of one tool call of its model."""
+
+    call: ToolCallRequest
+    specialist: Optional[Specialist] = None  # None: no specialist by that name, and no fallback
+    handoff: Optional[Handoff] = None  # None: not handed off (no specialist, or over the limit)
+
+
 class HostAgent(AbstractAgent):
     def __init__(
         self,
@@ -106,7 +124,7 @@ class HostAgent(AbstractAgent):
         super().__init__(name)
         self.description = description
         self.model = model
-        self.specialists = {_tool_name(s.name): s for s in specialists}
+        self.specialists = _by_tool_name(specialists)
         if fallback is not None and _tool_name(fallback) not in self.specialists:
             raise ValueError(f"fallback {fallback!r} is not one of the specialists: {', '.join(self.specialists)}")
         self.fallback = _tool_name(fallback) if fallback is not None else None
@@ -136,126 +154,135 @@ class HostAgent(AbstractAgent):
             await self._assist(session, query, response_handler)
 
     async def _assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
-        interactions = list(session.get_interactions())
-        conversation = messages_from(interactions)
-        messages = [system(self.system_prompt)] + chat_history(interactions) + [user(query.prompt)]
-        usage = UsageTally()
-        streams = ReplyStreams(response_handler)
+        conversation = messages_from(session.get_interactions())
+        run = _HostRun(
+            prompt=query.prompt,
+            conversation=conversation,
+            messages=[system(self.system_prompt)] + chat_history(conversation) + [user(query.prompt)],
+            streams=ReplyStreams(response_handler),
+            handler=response_handler,
+        )
+        failure: Optional[ModelProviderError] = None
         try:
-            reply = await self._host_reply(self.model, messages, self._tools(), streams, usage)
+            reply = await self._reply(run, self.model, run.messages, self._tools())
             if reply.calls:
-                messages.append(assistant(reply.text, tuple(reply.calls)))
-                await self._hand_off(reply.calls, query.prompt, conversation, messages, streams, response_handler, usage)
-        except ModelProviderError as failure:
-            await streams.close(names.FINAL_RESPONSE)
-            await response_handler.emit_error(failure.message, failure.error_code, failure.details or None)
-        await streams.close(names.FINAL_RESPONSE)
-        await response_handler.emit_json(names.USAGE, usage.payload())
-        await response_handler.complete()
+                run.messages.append(assistant(reply.text, tuple(reply.calls)))
+                await self._hand_off(run, reply.calls)
+        except ModelProviderError as exc:
+            failure = exc
+        await finish_run(response_handler, run.streams, run.usage, failure)
 
-    async def _host_reply(
-        self,
-        model: ChatModel,
-        messages: list[ChatMessage],
-        tools: list[ToolSpec],
-        streams: ReplyStreams,
-        usage: UsageTally,
+    async def _reply(
+        self, run: _HostRun, model: ChatModel, messages: list[ChatMessage], tools: list[ToolSpec]
     ) -> Reply:
         """One host (or summarizer) reply, streamed as it comes; its reasoning is a stream of its own."""
-        reply = await stream_reply(model, messages, tools, self.model_settings, streams, usage)
-        await streams.close(names.THINKING)
+        run.usage += ONE_REQUEST
+        reply = await stream_reply(model, messages, tools, self.model_settings, run.streams)
+        run.usage += reply.usage
+        await run.streams.close(names.THINKING)
         return reply
 
-    async def _hand_off(
-        self,
-        calls: list[ToolCallRequest],
-        prompt: str,
-        conversation: tuple[Message, ...],
-        messages: list[ChatMessage],
-        streams: ReplyStreams,
-        handler: ResponseHandler,
-        usage: UsageTally,
-    ) -> None:
-        chosen: list[tuple[ToolCallRequest, Specialist, Handoff]] = []
-        unknown: list[ToolCallRequest] = []
+    async def _hand_off(self, run: _HostRun, calls: list[ToolCallRequest]) -> None:
+        """Act on the host model's tool calls: hand the request to the specialists they name or,
+        when they name none we have, answer it itself."""
+        decisions = self._decide(calls)
+        handoffs = [(d.specialist, d.handoff) for d in decisions if d.specialist is not None and d.handoff is not None]
+        went_to = ", ".join(handoff.to_agent for _, handoff in handoffs)
+        run.messages.extend(self._tool_message(decision, went_to) for decision in decisions)
+        await self._refuse_over_limit(run.handler, decisions)
+        if not handoffs and any(d.specialist is None for d in decisions):
+            await self._reply(run, self.model, run.messages, [])  # it named no specialist we have: the host answers
+            return
+        await self._report_unknown(run.handler, decisions, went_to)
+        await self._announce(run.handler, [handoff for _, handoff in handoffs])
+        await run.streams.close(names.FINAL_RESPONSE, paragraph=True)  # the host's text ends before theirs
+        results = await self._run_specialists(run, handoffs)
+        if self.summarizer is not None and results:
+            await self._summarize(run, self.summarizer, results)
+
+    def _decide(self, calls: list[ToolCallRequest]) -> list[_Decision]:
+        """Each call's fate, in order: a hand-off to the specialist it names (else to the fallback)
+        while under the limit; past it, skipped; with no specialist to hand to, unknown."""
+        decisions: list[_Decision] = []
+        handed = 0
         for call in calls:
             specialist = self.specialists.get(call.name) or (self.specialists.get(self.fallback) if self.fallback else None)
-            if specialist is None:
-                unknown.append(call)
-            elif len(chosen) >= self.limits.max_handoffs:
+            if specialist is not None and handed < self.limits.max_handoffs:
+                handed += 1
+                decisions.append(_Decision(call, specialist, _handoff(call, specialist)))
+            else:
+                decisions.append(_Decision(call, specialist))
+        return decisions
+
+    def _tool_message(self, decision: _Decision, went_to: str) -> ChatMessage:
+        """What became of one call, as its tool message: the chat API wants one for every call."""
+        call, specialist = decision.call, decision.specialist
+        if specialist is not None and decision.handoff is not None:
+            said = f"Handed to {specialist.name}."
+        elif specialist is not None:
+            said = f"Not handed to {specialist.name}: at most {self.limits.max_handoffs} hand-offs per request."
+        elif went_to:
+            said = f"There is no specialist named {call.name!r}; the request went to {went_to}."
+        else:
+            said = f"There is no specialist named {call.name!r}; answer the user yourself."
+        return tool_result(call, said)
+
+    async def _refuse_over_limit(self, handler: ResponseHandler, decisions: list[_Decision]) -> None:
+        """An error event for each call skipped because the hand-off limit was reached."""
+        for decision in decisions:
+            if decision.specialist is not None and decision.handoff is None:
                 await handler.emit_error(
-                    f"Only {self.limits.max_handoffs} hand-offs per request; the one to {specialist.name} was skipped.",
+                    f"Only {self.limits.max_handoffs} hand-offs per request; the one to {decision.specialist.name} "
+                    "was skipped.",
                     429,
                     {"limit": "max_handoffs"},
                 )
-            else:
-                arguments = arguments_object(call.arguments)
-                task = arguments.get("task")
-                handoff = Handoff(specialist.name, str(arguments.get("reason") or ""), str(task) if task else None, call.id)
-                chosen.append((call, specialist, handoff))
 
-        if unknown and not chosen:
-            # The model named no specialist we have: the host answers itself.
-            for call in unknown:
-                messages.append(tool_result(call, f"There is no specialist named {call.name!r}; answer the user yourself."))
-            await self._host_reply(self.model, messages, [], streams, usage)
-            return
+    async def _report_unknown(self, handler: ResponseHandler, decisions: list[_Decision], went_to: str) -> None:
+        """Calls naming no specialist while others were handed the request: the user and the log hear of each."""
+        for decision in decisions:
+            if decision.specialist is None:
+                unknown = decision.call.name[:_MAX_TOOL_NAME]
+                logger.warning(
+                    "host %s: its model asked for a specialist %r it does not have; the request went to %s",
+                    self.name, unknown, went_to,
+                )
+                await handler.emit_error(
+                    f"There is no specialist named {unknown!r}; the request went to {went_to}.",
+                    UNKNOWN_SPECIALIST_CODE,
+                    {"unknown_specialist": unknown},
+                )
 
-        for _, _, handoff in chosen:
-            await handler.emit_json(
-                names.HANDOFF, {"to_agent": handoff.to_agent, "argument": {"reason": handoff.reason, "task": handoff.task}}
-            )
+    async def _announce(self, handler: ResponseHandler, handoffs: list[Handoff]) -> None:
+        """Each hand-off's HANDOFF event, then its on_handoff callbacks, awaited, in order."""
+        for handoff in handoffs:
+            argument = {"reason": handoff.reason, "task": handoff.task}
+            await handler.emit_json(names.HANDOFF, HandoffPayload(to_agent=handoff.to_agent, argument=argument))
             for callback in self.on_handoff:
                 try:
                     await callback(handoff)
                 except Exception:  # an observer's failure must not cost the user the answer
                     logger.exception("on_handoff callback %r failed (hand-off to %s)", callback, handoff.to_agent)
-        await streams.close(names.FINAL_RESPONSE, paragraph=True)  # the host's text ends before the specialists speak
 
-        results = await self._run_specialists(chosen, prompt, conversation, handler)
-        if self.summarizer is not None and results:
-            summary_request = [
-                system("Join the specialists' answers into one answer for the user. Keep what they found."),
-                user(prompt),
-                *[user(f"{r.agent_name} answered:\n{r.result.text}") for r in results],
-            ]
-            await self._host_reply(self.summarizer, summary_request, [], streams, usage)
-            await streams.close(names.FINAL_RESPONSE)
-
-    async def _run_specialists(
-        self,
-        chosen: list[tuple[ToolCallRequest, Specialist, Handoff]],
-        prompt: str,
-        conversation: tuple[Message, ...],
-        handler: ResponseHandler,
-    ) -> list[CallResult]:
+    async def _run_specialists(self, run: _HostRun, handoffs: list[tuple[Specialist, Handoff]]) -> list[CallResult]:
         """Concurrently; the client hears them in order: the first live, each next one released
         when the one before it ends. With a summarizer, they run unheard and it speaks for them."""
         heard = self.summarizer is None
-        forwarders = [Forwarder(handler, live=heard and index == 0) for index in range(len(chosen))]
-        tasks = []
-        for (_, specialist, handoff), forward in zip(chosen, forwarders):
-            history, task_prompt = conversation, prompt
-            if handoff.task:
-                history, task_prompt = conversation + (Message(role="user", content=prompt),), handoff.task
-            tasks.append(
-                asyncio.create_task(
-                    call_agent(
-                        specialist.agent, task_prompt, history=history, forward=forward if heard else None,
-                        caller=self.name, policy=self.policy,
-                    )
-                )
-            )
+        forwarders = [Forwarder(run.handler, live=heard and index == 0) for index in range(len(handoffs))]
+        tasks = [
+            asyncio.create_task(self._call_specialist(run, specialist, handoff, forward if heard else None))
+            for (specialist, handoff), forward in zip(handoffs, forwarders)
+        ]
         results: list[CallResult] = []
         try:
-            for index, (task, (_, specialist, _)) in enumerate(zip(tasks, chosen)):
+            for index, (task, (specialist, _)) in enumerate(zip(tasks, handoffs)):
                 try:
                     results.append(await task)
                 except CallRefused as refused:
-                    await handler.emit_error(str(refused), refused.error_code, {"refused": refused.reason})
+                    await run.handler.emit_error(str(refused), refused.error_code, {"refused": refused.reason})
                 except RemoteAgentError as exc:
-                    await handler.emit_error(f"The specialist {specialist.name} could not be reached.", 502,
-                                             {"specialist": specialist.name, "status": exc.status_code})
+                    await run.handler.emit_error(f"The specialist {specialist.name} could not be reached.", 502,
+                                                 {"specialist": specialist.name, "status": exc.status_code})
                 if heard and index + 1 < len(forwarders):
                     await forwarders[index + 1].release()
         finally:
@@ -264,6 +291,48 @@ class HostAgent(AbstractAgent):
             await asyncio.gather(*tasks, return_exceptions=True)  # each has stopped before the host goes on
         return results
 
+    async def _call_specialist(
+        self, run: _HostRun, specialist: Specialist, handoff: Handoff, forward: Optional[Forwarder]
+    ) -> CallResult:
+        """The specialist on the user's prompt, or on the task the host rewrote for it (the
+        prompt then joins its history)."""
+        history, prompt = run.conversation, run.prompt
+        if handoff.task:
+            history, prompt = run.conversation + (Message(role="user", content=run.prompt),), handoff.task
+        return await call_agent(
+            specialist.agent, prompt, history=history, forward=forward, caller=self.name, policy=self.policy
+        )
+
+    async def _summarize(self, run: _HostRun, summarizer: ChatModel, results: list[CallResult]) -> None:
+        """The summarizer joins the specialists' answers into one, streamed as the host's."""
+        request = [
+            system(SUMMARY_PROMPT),
+            user(run.prompt),
+            *[user(f"{r.agent_name} answered:\n{r.result.text}") for r in results],
+        ]
+        await self._reply(run, summarizer, request, [])
+        await run.streams.close(names.FINAL_RESPONSE)
+
+
+def _handoff(call: ToolCallRequest, specialist: Specialist) -> Handoff:
+    arguments = arguments_object(call.arguments)
+    task = arguments.get("task")
+    return Handoff(specialist.name, str(arguments.get("reason") or ""), str(task) if task else None, call.id)
+
 
 def _tool_name(name: str) -> str:
-    return _TOOL_NAME.sub("_", name)[:64]
+    return _TOOL_NAME.sub("_", name)[:_MAX_TOOL_NAME]
+
+
+def _by_tool_name(specialists: Sequence[Specialist]) -> dict[str, Specialist]:
+    """The specialists by their tool's name; two that would share one are refused (one would hide the other)."""
+    found: dict[str, Specialist] = {}
+    for specialist in specialists:
+        tool = _tool_name(specialist.name)
+        if tool in found:
+            raise ValueError(
+                f"specialists {found[tool].name!r} and {specialist.name!r} would share the tool name {tool!r} "
+                f"(a tool name keeps letters, digits, '_' and '-', at most {_MAX_TOOL_NAME} of them): rename one"
+            )
+        found[tool] = specialist
+    return found

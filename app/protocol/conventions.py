@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 FINAL_RESPONSE = "FINAL_RESPONSE"  # text stream: the answer
 THINKING = "THINKING"  # text stream: reasoning, shown apart from the answer
@@ -17,7 +17,7 @@ TOOL_CALL = "TOOL_CALL"  # json: ToolCallPayload
 TOOL_RESULT = "TOOL_RESULT"  # json: ToolResultPayload
 HANDOFF = "HANDOFF"  # json: HandoffPayload
 STAGE = "STAGE"  # json: StagePayload
-USAGE = "USAGE"  # json: UsagePayload
+USAGE = "USAGE"  # json: TokenUsage
 ASK_USER = "ASK_USER"  # json: AskUserPayload; the run stops after it
 
 
@@ -58,13 +58,28 @@ class StagePayload(_Payload):
     counts: dict[str, int] = {}
 
 
-class UsagePayload(_Payload):
-    """Token counts; 0 means unreported, not free."""
+class TokenUsage(_Payload):
+    """Token counts: of one model reply, or summed over a run with `+` (the USAGE payload).
+    0 means unreported, not free; a total reported as 0 is the input and output added up."""
 
     requests: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
-    total_tokens: int = 0
+    total_tokens: int = Field(default=0, validate_default=True)
+
+    @field_validator("total_tokens")
+    @classmethod
+    def _input_plus_output_when_unreported(cls, total: int, info: ValidationInfo) -> int:
+        # Some providers report input and output but no total.
+        return total or info.data.get("input_tokens", 0) + info.data.get("output_tokens", 0)
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            requests=self.requests + other.requests,
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+        )
 
 
 class AskUserPayload(_Payload):

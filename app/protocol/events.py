@@ -137,6 +137,15 @@ class TextChunkEvent:
     is_complete: bool
     content: str
 
+    @classmethod
+    def closing(cls, event_name: str, source: str, stream_id: str) -> TextChunkEvent:
+        """The last chunk of a text stream: no content, is_complete true."""
+        return cls(event_name=event_name, source=source, stream_id=stream_id, is_complete=True, content="")
+
+    def closing_chunk(self) -> TextChunkEvent:
+        """The last chunk of the stream this chunk belongs to."""
+        return TextChunkEvent.closing(self.event_name, self.source, self.stream_id)
+
     def sse_frame(self) -> bytes:
         if self.metadata is not None:
             head = _head(TEXT_STREAM, self.event_name, self.id, self.source, self.metadata)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import secrets
 from typing import Any, Mapping, Optional, Union
 
+from pydantic import BaseModel
+
 from app.protocol.events import (
     DEFAULT_ERROR_CODE,
     EVENT_NAME_BREAKS,
@@ -42,6 +44,16 @@ def _check_json_object(what: str, data: object) -> dict[str, Any]:
     return data
 
 
+def _document(data: object) -> dict[str, Any]:
+    """What emit_json sends: a dict as it is, or a pydantic model (a typed payload) as its JSON."""
+    if isinstance(data, BaseModel):
+        try:
+            data = data.model_dump(mode="json")
+        except ValueError as exc:  # pydantic's serialization error
+            raise AgentError(f"emit_json(data) must be JSON serializable: {exc}") from None
+    return _check_json_object("emit_json(data)", data)
+
+
 class ResponseHandler:
     """Emits an agent's events through a Hook; `complete()` ends the response with `done`."""
 
@@ -68,7 +80,7 @@ class ResponseHandler:
         if self._is_complete:
             raise ResponseStreamClosedError("the response is complete; nothing more can be sent")
 
-    async def respond(self, event_name: str, response: Union[Mapping[str, Any], str]) -> None:
+    async def respond(self, event_name: str, response: Union[Mapping[str, Any], BaseModel, str]) -> None:
         """Send one text block or JSON document as the whole response, then complete it."""
         if isinstance(response, str):
             await self.emit_text_block(event_name, response)
@@ -76,10 +88,10 @@ class ResponseHandler:
             await self.emit_json(event_name, response)
         await self.complete()
 
-    async def emit_json(self, event_name: str, data: Mapping[str, Any]) -> None:
-        """Send a JSON object under `event_name`."""
+    async def emit_json(self, event_name: str, data: Union[Mapping[str, Any], BaseModel]) -> None:
+        """Send a JSON object under `event_name`: a dict, or a pydantic model such as a reserved payload."""
         self._check_open()
-        content = _check_json_object("emit_json(data)", data)
+        content = _document(data)
         await self._hook.emit(
             DocumentEvent(event_name=check_event_name(event_name), source=self._source, content=content)
         )
@@ -158,10 +170,7 @@ class ResponseHandler:
         """The closing chunk of every stream still open: this agent's, and those it forwarded."""
         chunks = [stream.last_chunk() for stream in self._streams or () if not stream.is_complete]
         forwarded, self._forwarded = self._forwarded or {}, None
-        chunks += [
-            TextChunkEvent(event_name=f.event_name, source=f.source, stream_id=f.stream_id, is_complete=True, content="")
-            for f in forwarded.values()
-        ]
+        chunks += [first.closing_chunk() for first in forwarded.values()]
         return chunks
 
     def close_now(self, error: Optional[ErrorContent] = None, *, error_first: bool = False) -> list[Any]:

@@ -66,10 +66,4 @@ class StreamEventEmitter:
     def last_chunk(self) -> TextChunkEvent:
         """Mark the stream complete and return its closing chunk, for the caller to send."""
         self._is_complete = True
-        return TextChunkEvent(
-            event_name=self._event_name,
-            source=self._source,
-            stream_id=self._stream_id,
-            is_complete=True,
-            content="",
-        )
+        return TextChunkEvent.closing(self._event_name, self._source, self._stream_id)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 from app import Agent
-from app.llm import LLMAgent, ModelUsage, ScriptedCall, ScriptedModel, ScriptedReply, UsageLimits, tool
+from app.llm import LLMAgent, ScriptedCall, ScriptedModel, ScriptedReply, TokenUsage, UsageLimits, tool
 from app.runtime.errors import ModelProviderError
 
 running = {"now": 0, "most": 0}
@@ -30,8 +31,8 @@ async def test_text_before_a_tool_call_streams_as_answer_and_the_loop_goes_on():
     agent, model = agent_with(
         ScriptedReply(reasoning="Two cities.", text="Let me check.",
                       tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}), ScriptedCall("lookup", {"city": "Rome"})),
-                      usage=ModelUsage(10, 5, 15)),
-        ScriptedReply(text="Both sunny.", usage=ModelUsage(30, 4, 34)),
+                      usage=TokenUsage(input_tokens=10, output_tokens=5, total_tokens=15)),
+        ScriptedReply(text="Both sunny.", usage=TokenUsage(input_tokens=30, output_tokens=4, total_tokens=34)),
     )
     events = []
     async with agent.stream("Weather in Oslo and Rome?") as stream:
@@ -98,7 +99,8 @@ async def test_max_turns_stops_a_model_that_keeps_calling_tools():
 
 
 async def test_max_tokens_stops_the_run_after_the_reply_that_crossed_it():
-    replies = [ScriptedReply(tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}),), usage=ModelUsage(60, 50, 110)),
+    used = TokenUsage(input_tokens=60, output_tokens=50, total_tokens=110)
+    replies = [ScriptedReply(tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}),), usage=used),
                ScriptedReply(text="never")]
     agent, model = agent_with(*replies, usage_limits=UsageLimits(max_tokens=100))
     result = await agent.run("x")
@@ -114,3 +116,40 @@ async def test_a_provider_failure_becomes_an_error_event_and_the_run_still_ends_
     assert result.text == "The answer is"
     assert [(e.code, e.message) for e in result.errors] == [(502, "The model provider failed while answering.")]
     assert result.messages[-1].events[-1]["event_name"] == "done"
+
+
+async def test_a_runs_usage_is_the_one_token_usage_type_and_counts_every_request_made():
+    from app import TokenUsage as FrontDoorTokenUsage
+
+    # The provider reports no total (0): it is the input and output added up. The second request fails
+    # before any token: it was made all the same, so it counts.
+    agent, _ = agent_with(
+        ScriptedReply(tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}),),
+                      usage=TokenUsage(input_tokens=7, output_tokens=3)),
+        ScriptedReply(failure=ModelProviderError("The model provider failed while answering.", 502)),
+    )
+    result = await agent.run("x")
+    assert type(result.usage) is TokenUsage and FrontDoorTokenUsage is TokenUsage
+    assert result.usage == TokenUsage(requests=2, input_tokens=7, output_tokens=3, total_tokens=10)
+    usage_event = next(e for e in result.messages[-1].events if e["event_name"] == "USAGE")
+    assert usage_event["content"] == {"requests": 2, "input_tokens": 7, "output_tokens": 3, "total_tokens": 10}
+
+
+async def test_tool_calls_tool_results_and_usage_keep_their_shape_on_the_wire():
+    agent, _ = agent_with(
+        ScriptedReply(tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}, id="c1"),
+                                  ScriptedCall("missing", {}, id="c2")),
+                      usage=TokenUsage(input_tokens=3, output_tokens=2)),
+        ScriptedReply(text="ok"),
+    )
+    result = await agent.run("x")
+    events = result.messages[-1].events
+    documents = [(e["event_name"], json.dumps(e["content"])) for e in events if e["content_type"] == "atomic.json"]
+    no_tool = "there is no tool named 'missing'; the tools are: lookup"
+    assert documents == [
+        ("TOOL_CALL", '{"id": "c1", "name": "lookup", "arguments": {"city": "Oslo"}}'),
+        ("TOOL_CALL", '{"id": "c2", "name": "missing", "arguments": {}}'),
+        ("TOOL_RESULT", '{"id": "c1", "name": "lookup", "result": {"city": "Oslo", "sky": "sunny"}, "error": null}'),
+        ("TOOL_RESULT", '{"id": "c2", "name": "missing", "result": null, "error": "%s"}' % no_tool),
+        ("USAGE", '{"requests": 2, "input_tokens": 3, "output_tokens": 2, "total_tokens": 5}'),
+    ]

@@ -15,7 +15,8 @@ from typing import Any, Optional, Sequence
 from app import AbstractAgent, Query, ResponseHandler, Session
 from app.orchestration import CallPolicy, current_context, publish_slush
 from app.orchestration.broadcast import FallbackResult, Outcome, RaceResult, chain, fallback, race
-from app.orchestration.router import Router, RouterAgent
+from app.orchestration.router import RouterAgent
+from app.orchestration.rules import Router
 
 _MARKERS = re.compile(r"markers=(\S+)")
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from typing import Any
 
 import pytest
 
 from app import Agent
-from app.orchestration import CallPolicy, Specialist
+from app.llm import ScriptedCall, ScriptedModel, ScriptedReply
+from app.orchestration import CallPolicy, HandoffLimits, HostAgent, Specialist
+from app.runtime.errors import ModelProviderError
 from tests.orchestration import host_agents
 from tests.orchestration.host_agents import Speaker, make_host
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
@@ -193,3 +197,73 @@ async def test_a_summarizer_speaks_for_the_specialists():
     sources = {e["source"] for e in result.messages[-1].events}
     assert sources == {"host"}, "with a summarizer, the specialists are not heard directly"
     assert result.text.endswith("Summary of 2 answers.")
+
+
+async def test_a_call_to_an_unknown_specialist_beside_known_ones_is_an_error_and_a_warning(caplog):
+    host = make_host("alpha", "nobody")  # no fallback
+    with caplog.at_level(logging.WARNING, logger="app.orchestration"):
+        result = await Agent(host).run("x")
+    assert "alpha speaks first" in result.text, "the known specialist still gets the request"
+    assert [(e.code, e.details) for e in result.errors] == [(404, {"unknown_specialist": "nobody"})]
+    assert "'nobody'" in result.errors[0].message and "alpha" in result.errors[0].message
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "'nobody'" in warnings[0] and "help me" not in warnings[0]
+    documents = [(e["event_name"], json.dumps(e["content"])) for e in result.messages[-1].events
+                 if e["source"] == "host" and e["content_type"] in ("atomic.json", "atomic.error")]
+    assert [name for name, _ in documents] == ["error", "HANDOFF", "USAGE"]
+    assert documents[1][1] == '{"to_agent": "alpha", "argument": {"reason": "alpha fits", "task": null}}'
+
+
+async def test_every_tool_call_of_the_host_gets_a_tool_message_when_it_answers_itself():
+    model = ScriptedModel([
+        ScriptedReply(text="Let me see.",
+                      tool_calls=(ScriptedCall("nobody", {"reason": "?"}), ScriptedCall("alpha", {"reason": "!"}))),
+        ScriptedReply(text="I answered it myself."),
+    ])
+    alpha = Specialist(Speaker("alpha", ["a"]), "a")
+    host = HostAgent(model=model, specialists=[alpha], limits=HandoffLimits(max_handoffs=0))
+    result = await Agent(host).run("x")
+    assert result.text == "Let me see.\n\nI answered it myself."
+    asked_again = model.calls[1][0]
+    calls = asked_again[-3].tool_calls
+    assert [m.role for m in asked_again[-3:]] == ["assistant", "tool", "tool"]
+    assert [m.tool_call_id for m in asked_again[-2:]] == [c.id for c in calls], "a tool message per call, in order"
+    assert asked_again[-2].content == "There is no specialist named 'nobody'; answer the user yourself."
+    assert "alpha" in asked_again[-1].content and [e.details for e in result.errors] == [{"limit": "max_handoffs"}]
+
+
+FAILED = ModelProviderError("The model provider failed while answering.", 502)
+
+
+@pytest.mark.parametrize("failing", ["host", "summarizer"])
+async def test_when_a_model_fails_each_text_stream_ends_once_before_the_error_then_usage_and_done(failing):
+    failing_reply = ScriptedReply(reasoning="Thinking it over.", text="Half an", failure=FAILED, fail_after_text=True)
+    handing_off = ScriptedReply(text="Over to alpha.", tool_calls=(ScriptedCall("alpha", {"reason": "fits"}),))
+    host = HostAgent(
+        model=ScriptedModel([failing_reply if failing == "host" else handing_off]),
+        specialists=[Specialist(Speaker("alpha", ["a"]), "a")],
+        summarizer=ScriptedModel([failing_reply]) if failing == "summarizer" else None,
+    )
+    events = [e for e in (await Agent(host).run("x")).messages[-1].events if e["source"] == "host"]
+    names = [e["event_name"] for e in events]
+    assert names[-3:] == ["error", "USAGE", "done"] and names.count("error") == 1
+    streams: dict[str, list[dict]] = {}
+    for event in events:
+        if event["content_type"] == "chunked.text":
+            streams.setdefault(event["stream_id"], []).append(event)
+    for chunks in streams.values():
+        assert [c["is_complete"] for c in chunks].count(True) == 1 and chunks[-1]["is_complete"], "ends once, last"
+        assert any(c["content"] for c in chunks), "no empty extra stream"
+        assert events.index(chunks[-1]) < names.index("error"), f"{chunks[0]['event_name']} ended after the error"
+    assert events[-2]["content"]["requests"] == (1 if failing == "host" else 2)
+
+
+@pytest.mark.parametrize("first, second", [("a.b", "a b"), ("web search", "web_search"), ("alpha", "alpha"),
+                                           ("x" * 64 + "1", "x" * 64 + "2")])
+def test_specialists_whose_names_would_share_a_tool_name_are_refused(first, second):
+    specialists = [Specialist(Speaker(first, ["1"]), "one"), Specialist(Speaker(second, ["2"]), "two")]
+    with pytest.raises(ValueError, match="share the tool name") as refused:
+        make_host(specialists=specialists)
+    assert repr(first) in str(refused.value) and repr(second) in str(refused.value)
+    apart = [Specialist(Speaker("web-search", ["1"]), "one"), Specialist(Speaker("web_search", ["2"]), "two")]
+    assert set(make_host(specialists=apart).specialists) == {"web-search", "web_search"}, "'-' is kept: no clash"

@@ -203,6 +203,16 @@ def test_error_content_defaults_are_written():
     assert data["content"] == {"error_message": "x", "error_code": 500, "details": None}
 
 
+def test_the_closing_chunk_of_a_stream_is_empty_complete_and_of_the_same_stream():
+    first = chunk("Hello", metadata={"lang": "en"})
+    closing = first.closing_chunk()
+    assert closing == TextChunkEvent.closing("FINAL_RESPONSE", SOURCE, "5f3a9c0e11")
+    assert (closing.event_name, closing.source, closing.stream_id) == (first.event_name, first.source, first.stream_id)
+    assert (closing.is_complete, closing.content, closing.id, closing.metadata) == (True, "", None, None)
+    closing.id = EVENT_ID
+    assert closing.sse_frame() == chunk("", is_complete=True).sse_frame()
+
+
 def test_done_has_no_own_fields():
     data = json.loads(frame_data(done().sse_frame()))
     assert data == {

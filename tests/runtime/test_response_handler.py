@@ -7,9 +7,11 @@ import inspect
 from types import MappingProxyType
 
 import pytest
+from pydantic import BaseModel, RootModel
 from ulid import ULID
 
 from app.protocol import DocumentEvent, DoneEvent, ErrorContent, ErrorEvent, TextBlockEvent, TextChunkEvent
+from app.protocol.conventions import ToolResultPayload
 from app.protocol.request import Interaction, SessionObject
 from app.protocol.ulid import is_ulid
 from app.runtime import (
@@ -283,6 +285,31 @@ BAD_DOCUMENTS = {
 async def test_emit_json_rejects_what_is_not_a_json_object(handler, queue, data):
     with pytest.raises(AgentError):
         await handler.emit_json("SOURCES", data)
+    assert drain(queue) == []
+
+
+async def test_emit_json_sends_a_typed_payload_as_the_dict_it_dumps_to(handler, queue):
+    payload = ToolResultPayload(id="call-1", name="search", result={"hits": [1, 2.5, "Grüße"]})
+    await handler.emit_json("TOOL_RESULT", payload)
+    await handler.emit_json("TOOL_RESULT", {"id": "call-1", "name": "search", "result": {"hits": [1, 2.5, "Grüße"]},
+                                            "error": None})
+    typed, written = drain(queue)
+    assert type(typed) is DocumentEvent and type(typed.content) is dict
+    assert list(typed.content.items()) == list(written.content.items()), "the same fields in the same order"
+    typed.id = written.id
+    assert typed.sse_frame() == written.sse_frame()
+
+
+class _Opaque(BaseModel):
+    thing: object
+
+
+@pytest.mark.parametrize(
+    "model", [RootModel[list[int]]([1, 2]), _Opaque(thing=Opaque())], ids=["not-an-object", "opaque"]
+)
+async def test_emit_json_rejects_a_model_that_is_not_a_json_object(handler, queue, model):
+    with pytest.raises(AgentError, match=r"emit_json\(data\)"):
+        await handler.emit_json("SOURCES", model)
     assert drain(queue) == []
 
 
