@@ -6,7 +6,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from app import load_settings
-from app.llm import LLMAgent, ModelSettings, OpenAIChatModel, tool
+from app import LLMAgent, ModelSettings, OpenAIChatModel, tool
 
 SYSTEM_PROMPT = (
     "You are a helpful assistant. Use the tools for the current time and for arithmetic "

@@ -1,7 +1,7 @@
 """A language model that chats: configured by MODEL_NAME, MODEL_BASE_URL and MODEL_API_KEY, no tools."""
 
 from app import load_settings
-from app.llm import LLMAgent, ModelSettings, OpenAIChatModel
+from app import LLMAgent, ModelSettings, OpenAIChatModel
 
 SYSTEM_PROMPT = "You are a helpful assistant. Answer clearly and concisely."
 

@@ -16,9 +16,9 @@ from agents.assistant import calculate, current_time
 from agents.assistant import agent as live_assistant
 from agents.showcase import ShowcaseAgent
 from app import load_settings
-from app.llm import FunctionModel, LLMAgent, OpenAIChatModel, ScriptedCall, ScriptedReply
-from app.llm.messages import ChatMessage, ToolSpec
-from app.orchestration import HostAgent, Specialist
+from app import FunctionModel, LLMAgent, OpenAIChatModel, ScriptedCall, ScriptedReply
+from app import ChatMessage, ToolSpec
+from app import HostAgent, Specialist
 
 # Possessive, and only over the prompt's start: linear on any input.
 _ARITHMETIC = re.compile(r"(?<![\d.])[\d.]++(?:\s*+(?:\*\*|//|[-+*/%])\s*+[\d.]++)+")

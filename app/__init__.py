@@ -1,55 +1,87 @@
-"""Serve AI agents to Sentient Chat. The front door: everything an agent author imports.
+"""Serve AI agents to Sentient Chat, and write them. The one front door: everything public is here.
 
-    from app import AbstractAgent, DefaultServer, Session, Query, ResponseHandler
+    from app import AbstractAgent, DefaultServer, Query, ResponseHandler, Session
 
-The names and signatures are those of sentient-agent-framework 0.3.0, so an
-agent written for it runs here after changing its import line only.
+The author API has the names and signatures of sentient-agent-framework 0.3.0, so an agent
+written for it runs here after changing its import line only. The modules under `app` are
+the implementation: import from `app`, not from them.
 """
 
-from app.facade import (
-    Agent,
-    AgentEvent,
-    AgentResult,
-    AgentStream,
-    ErrorRecord,
-    Message,
-    PendingInterrupt,
-    StageRecord,
+from app.facade.agent import Agent, AgentStream
+from app.facade.events import AgentEvent, EventKind
+from app.facade.result import AgentResult, ErrorRecord, PendingInterrupt, StageRecord, ToolCall
+from app.llm.agent import LLMAgent, UsageLimits
+from app.llm.messages import ChatMessage, ModelEvent, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
+from app.llm.model import ChatModel, ModelSettings
+from app.llm.openai_model import OpenAIChatModel
+from app.llm.scripted import FunctionModel, ScriptedCall, ScriptedModel, ScriptedReply
+from app.llm.tools import Tool, ToolOutcome, tool
+from app.orchestration.broadcast import FallbackResult, Outcome, RaceResult, broadcast_all, chain, fallback, race, run_one
+from app.orchestration.calls import (
+    CallPolicy,
+    CallResult,
+    call_agent,
+    calls_of_request,
+    check_call,
+    current_context,
+    publish_slush,
+)
+from app.orchestration.context import (
+    BehaviouralSignals,
+    CallContext,
+    DataSlush,
+    MemoryEcho,
+    Orientation,
+    QuerySignals,
+    TemporalSignals,
+    build_context,
+)
+from app.orchestration.forwarding import Forwarder
+from app.orchestration.host import Handoff, HandoffLimits, HostAgent, Specialist
+from app.orchestration.router import RouterAgent
+from app.orchestration.rules import Route, Router, Rule, request_metadata
+from app.protocol.conventions import (
+    ASK_USER,
+    FINAL_RESPONSE,
+    HANDOFF,
+    STAGE,
+    THINKING,
+    TOOL_CALL,
+    TOOL_RESULT,
+    USAGE,
+    AskUserPayload,
+    HandoffPayload,
+    StagePayload,
     TokenUsage,
-    ToolCall,
+    ToolCallPayload,
+    ToolResultPayload,
 )
-from app.protocol import (
-    DocumentEvent,
-    DoneEvent,
-    ErrorContent,
-    ErrorEvent,
-    Interaction,
-    Query,
-    Request,
-    ResponseEvent,
-    SessionObject,
-    TextBlockEvent,
-    TextChunkEvent,
-)
+from app.protocol.events import DocumentEvent, DoneEvent, ErrorContent, ErrorEvent, ResponseEvent, TextBlockEvent, TextChunkEvent
+from app.protocol.history import Message
+from app.protocol.request import Interaction, Query, Request, SessionObject
 from app.registry import available_agents, load_agent
-from app.runtime import (
-    AbstractAgent,
+from app.runtime.agent import AbstractAgent, Identity
+from app.runtime.errors import (
     AgentError,
     AgentNotFoundError,
-    Hook,
+    CallRefused,
     ModelProviderError,
-    Identity,
+    NoRouteError,
     ProcessorError,
-    QueueHook,
     RemoteAgentError,
-    ResponseHandler,
     ResponseStreamClosedError,
-    Session,
     SettingsError,
-    StreamEventEmitter,
     TextStreamClosedError,
+    ToolError,
+    UsageLimitExceeded,
 )
-from app.server import DefaultServer, Settings, add_routes, create_app, load_settings
+from app.runtime.hook import Hook, QueueHook
+from app.runtime.response_handler import ResponseHandler
+from app.runtime.session import Session
+from app.runtime.text_stream import StreamEventEmitter
+from app.server.app import add_routes, create_app
+from app.server.default_server import DefaultServer
+from app.server.settings import Settings, load_settings
 from app.version import __version__
 
 # The 0.3.0 package's names for the same things.
@@ -59,52 +91,128 @@ DefaultSession = Session
 DefaultTextStream = StreamEventEmitter
 
 __all__ = [
+    # The author API (sentient-agent-framework 0.3.0's names)
     "AbstractAgent",
-    "Agent",
-    "AgentEvent",
-    "AgentResult",
-    "AgentStream",
-    "AgentError",
-    "AgentNotFoundError",
     "DefaultHook",
     "DefaultResponseHandler",
     "DefaultServer",
     "DefaultSession",
     "DefaultTextStream",
+    "Hook",
+    "Identity",
+    "QueueHook",
+    "ResponseHandler",
+    "Session",
+    "StreamEventEmitter",
+    # The wire: the request, the events, the reserved event names and their payloads
+    "ASK_USER",
+    "FINAL_RESPONSE",
+    "HANDOFF",
+    "STAGE",
+    "THINKING",
+    "TOOL_CALL",
+    "TOOL_RESULT",
+    "USAGE",
+    "AskUserPayload",
     "DocumentEvent",
-    "ErrorRecord",
     "DoneEvent",
     "ErrorContent",
     "ErrorEvent",
-    "Hook",
-    "Identity",
+    "HandoffPayload",
     "Interaction",
     "Message",
-    "ModelProviderError",
-    "PendingInterrupt",
-    "ProcessorError",
     "Query",
-    "QueueHook",
-    "RemoteAgentError",
     "Request",
     "ResponseEvent",
-    "ResponseHandler",
-    "ResponseStreamClosedError",
-    "Session",
     "SessionObject",
-    "Settings",
-    "SettingsError",
-    "StageRecord",
-    "StreamEventEmitter",
+    "StagePayload",
     "TextBlockEvent",
     "TextChunkEvent",
-    "TextStreamClosedError",
     "TokenUsage",
-    "ToolCall",
-    "__version__",
+    "ToolCallPayload",
+    "ToolResultPayload",
+    # The service
+    "Settings",
     "add_routes",
     "available_agents",
     "create_app",
     "load_agent",
     "load_settings",
+    # Running an agent: typed results and events
+    "Agent",
+    "AgentEvent",
+    "AgentResult",
+    "AgentStream",
+    "ErrorRecord",
+    "EventKind",
+    "PendingInterrupt",
+    "StageRecord",
+    "ToolCall",
+    # Language-model agents
+    "ChatMessage",
+    "ChatModel",
+    "FunctionModel",
+    "LLMAgent",
+    "ModelEvent",
+    "ModelSettings",
+    "OpenAIChatModel",
+    "ReasoningDelta",
+    "ScriptedCall",
+    "ScriptedModel",
+    "ScriptedReply",
+    "TextDelta",
+    "Tool",
+    "ToolCallRequest",
+    "ToolOutcome",
+    "ToolSpec",
+    "UsageLimits",
+    "tool",
+    # Agents working together
+    "BehaviouralSignals",
+    "CallContext",
+    "CallPolicy",
+    "CallResult",
+    "DataSlush",
+    "FallbackResult",
+    "Forwarder",
+    "Handoff",
+    "HandoffLimits",
+    "HostAgent",
+    "MemoryEcho",
+    "Orientation",
+    "Outcome",
+    "QuerySignals",
+    "RaceResult",
+    "Route",
+    "Router",
+    "RouterAgent",
+    "Rule",
+    "Specialist",
+    "TemporalSignals",
+    "broadcast_all",
+    "build_context",
+    "call_agent",
+    "calls_of_request",
+    "chain",
+    "check_call",
+    "current_context",
+    "fallback",
+    "publish_slush",
+    "race",
+    "request_metadata",
+    "run_one",
+    # Every exception the framework raises (app/runtime/errors.py has their tree)
+    "AgentError",
+    "AgentNotFoundError",
+    "CallRefused",
+    "ModelProviderError",
+    "NoRouteError",
+    "ProcessorError",
+    "RemoteAgentError",
+    "ResponseStreamClosedError",
+    "SettingsError",
+    "TextStreamClosedError",
+    "ToolError",
+    "UsageLimitExceeded",
+    "__version__",
 ]

@@ -10,12 +10,12 @@ import pytest
 
 from app import registry
 from app.registry import available_agents, load_agent
-from app.runtime import AbstractAgent, AgentNotFoundError
+from app import AbstractAgent, AgentNotFoundError
 
 FIXTURES = "tests.registry_fixtures"
 
 AGENT_CLASS_SOURCE = '''
-from app.runtime import AbstractAgent
+from app import AbstractAgent
 
 
 class {name}(AbstractAgent):

@@ -122,7 +122,7 @@ class ResultBuilder:
             self._cancelled = True
 
     def result(self) -> AgentResult:
-        # PROTOCOL.md, "History from a session": the answer is FINAL_RESPONSE; without
+        # docs/protocol.md, "A turn of history": the answer is FINAL_RESPONSE; without
         # one, the text blocks and other text streams in order.
         text = "".join(self._answer) if self._answer else "".join(self._other_text)
         turn = (

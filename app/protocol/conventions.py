@@ -1,4 +1,4 @@
-"""The reserved event names (PROTOCOL.md, "Event naming conventions") and their payloads.
+"""The reserved event names (docs/protocol.md, "Reserved event names") and their payloads.
 
 The wire has five event types; meaning travels in `event_name`. Agents that
 follow these conventions (the LLM agents, orchestration) write these payloads;

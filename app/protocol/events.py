@@ -3,7 +3,7 @@
 The classes are plain slotted dataclasses so that an agent can emit tens of
 thousands a second; pydantic validates them when they are parsed (history in a
 session, a client reading a stream). `sse_frame()` writes the bytes of the
-event's frame in one pass, field for field as PROTOCOL.md orders them.
+event's frame in one pass, field for field as docs/protocol.md orders them.
 """
 
 from __future__ import annotations

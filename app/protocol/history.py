@@ -1,5 +1,5 @@
 """A conversation as the wire knows it: Message, and the conversions between a session's
-interactions and messages (PROTOCOL.md, "History from a session"). No I/O.
+interactions and messages (docs/protocol.md, "A turn of history"). No I/O.
 
 The facade sends messages as a session's interactions; agents (LLM agents, orchestration)
 read a session's interactions back as messages.

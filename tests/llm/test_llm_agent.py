@@ -6,7 +6,7 @@ import asyncio
 import json
 
 from app import Agent
-from app.llm import LLMAgent, ScriptedCall, ScriptedModel, ScriptedReply, TokenUsage, UsageLimits, tool
+from app import LLMAgent, ScriptedCall, ScriptedModel, ScriptedReply, TokenUsage, UsageLimits, tool
 from app.runtime.errors import ModelProviderError
 
 running = {"now": 0, "most": 0}

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from agents.assistant import calculate, current_time
-from app.llm import tool
+from app import tool
 
 
 @tool

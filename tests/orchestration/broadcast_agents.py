@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from app import AbstractAgent, Query, ResponseHandler, Session
-from app.orchestration import CallPolicy, current_context, publish_slush
+from app import CallPolicy, current_context, publish_slush
 from app.orchestration.broadcast import FallbackResult, Outcome, RaceResult, chain, fallback, race
 from app.orchestration.router import RouterAgent
 from app.orchestration.rules import Router

@@ -6,9 +6,9 @@ import asyncio
 from typing import Sequence
 
 from app import AbstractAgent, Query, ResponseHandler, Session
-from app.llm import FunctionModel, ScriptedCall, ScriptedReply
+from app import FunctionModel, ScriptedCall, ScriptedReply
 from app.llm.messages import ChatMessage, ToolSpec
-from app.orchestration import CallPolicy, HandoffLimits, HostAgent, Specialist, call_agent
+from app import CallPolicy, HandoffLimits, HostAgent, Specialist, call_agent
 from app.orchestration.forwarding import Forwarder
 
 

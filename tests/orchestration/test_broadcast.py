@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app import Agent
-from app.orchestration import CallPolicy, DataSlush
+from app import CallPolicy, DataSlush
 from app.orchestration.broadcast import broadcast_all, chain, fallback, race
 from tests.orchestration.broadcast_agents import (
     FailingAgent,

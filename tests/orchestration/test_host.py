@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from app import Agent
-from app.llm import ScriptedCall, ScriptedModel, ScriptedReply
-from app.orchestration import CallPolicy, HandoffLimits, HostAgent, Specialist
+from app import ScriptedCall, ScriptedModel, ScriptedReply
+from app import CallPolicy, HandoffLimits, HostAgent, Specialist
 from app.runtime.errors import ModelProviderError
 from tests.orchestration import host_agents
 from tests.orchestration.host_agents import Speaker, make_host

@@ -9,16 +9,9 @@ import pytest
 from pydantic import ValidationError
 from ulid import ULID
 
-from app.protocol import (
-    AssistRequest,
-    DocumentEvent,
-    DoneEvent,
-    ErrorContent,
-    ErrorEvent,
-    Request,
-    TextBlockEvent,
-    TextChunkEvent,
-)
+from app import DocumentEvent, DoneEvent, ErrorContent, ErrorEvent, Request, TextBlockEvent, TextChunkEvent
+
+from app.protocol.request import AssistRequest
 from app.protocol.ulid import ULID_PATTERN
 
 # Increasing ids, so that parent/root ordering rules hold where a test needs them.

@@ -10,20 +10,12 @@ import pytest
 from pydantic import BaseModel, RootModel
 from ulid import ULID
 
-from app.protocol import DocumentEvent, DoneEvent, ErrorContent, ErrorEvent, TextBlockEvent, TextChunkEvent
+from app import DocumentEvent, DoneEvent, ErrorContent, ErrorEvent, TextBlockEvent, TextChunkEvent
 from app.protocol.conventions import ToolResultPayload
 from app.protocol.request import Interaction, SessionObject
 from app.protocol.ulid import is_ulid
-from app.runtime import (
-    AgentError,
-    Channel,
-    Identity,
-    QueueHook,
-    ResponseHandler,
-    ResponseStreamClosedError,
-    Session,
-    TextStreamClosedError,
-)
+from app import AgentError, Identity, QueueHook, ResponseHandler, ResponseStreamClosedError, Session, TextStreamClosedError
+from app.runtime.channel import Channel
 from app.runtime.session import Interactions
 
 SOURCE = "agent-x"

@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from app.protocol.request import Request
-from app.server import create_app, load_settings
+from app import create_app, load_settings
 from app.server.validation import validation_detail
 
 GOOD_ID = "01JDQ4Z8M7T3V5X9A2B4C6D8EF"

@@ -1,4 +1,4 @@
-"""What PROTOCOL.md promises whatever the agent does, against a real uvicorn on loopback."""
+"""What docs/protocol.md promises whatever the agent does, against a real uvicorn on loopback."""
 
 from __future__ import annotations
 

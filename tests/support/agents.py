@@ -104,7 +104,7 @@ class ScriptedAgent(AbstractAgent):
         )
 
     async def _conventions(self, session, argument, handler: ResponseHandler) -> None:
-        """Every reserved event name of PROTOCOL.md, and agent-named events besides."""
+        """Every reserved event name of docs/protocol.md, and agent-named events besides."""
         thinking = handler.create_text_stream("THINKING")
         await thinking.emit_chunk("Let me ")
         await thinking.emit_chunk("look it up.")
