@@ -5,8 +5,7 @@ import operator
 from datetime import datetime
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from app import load_settings
-from app import LLMAgent, ModelSettings, OpenAIChatModel, tool
+from app import LLMAgent, ModelSettings, OpenAIChatModel, load_settings, tool
 
 SYSTEM_PROMPT = (
     "You are a helpful assistant. Use the tools for the current time and for arithmetic "

@@ -1,7 +1,6 @@
 """A language model that chats: configured by MODEL_NAME, MODEL_BASE_URL and MODEL_API_KEY, no tools."""
 
-from app import load_settings
-from app import LLMAgent, ModelSettings, OpenAIChatModel
+from app import LLMAgent, ModelSettings, OpenAIChatModel, load_settings
 
 SYSTEM_PROMPT = "You are a helpful assistant. Answer clearly and concisely."
 

@@ -10,15 +10,23 @@ rules, so every part of a hand-off can be watched with no key and no network:
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
-from agents.assistant import calculate, current_time
 from agents.assistant import agent as live_assistant
+from agents.assistant import calculate, current_time
 from agents.showcase import ShowcaseAgent
-from app import load_settings
-from app import FunctionModel, LLMAgent, OpenAIChatModel, ScriptedCall, ScriptedReply
-from app import ChatMessage, ToolSpec
-from app import HostAgent, Specialist
+from app import (
+    ChatMessage,
+    FunctionModel,
+    HostAgent,
+    LLMAgent,
+    OpenAIChatModel,
+    ScriptedCall,
+    ScriptedReply,
+    Specialist,
+    ToolSpec,
+    load_settings,
+)
 
 # Possessive, and only over the prompt's start: linear on any input.
 _ARITHMETIC = re.compile(r"(?<![\d.])[\d.]++(?:\s*+(?:\*\*|//|[-+*/%])\s*+[\d.]++)+")

@@ -30,7 +30,11 @@ class ShowcaseAgent(AbstractAgent):
             "SOURCES",
             {
                 "results": [
-                    {"title": "Sentient Chat events", "url": "https://example.com/events", "snippet": "text blocks, documents, streams"},
+                    {
+                        "title": "Sentient Chat events",
+                        "url": "https://example.com/events",
+                        "snippet": "text blocks, documents, streams",
+                    },
                     {"title": "Server-sent events", "url": "https://example.com/sse", "snippet": "one frame per event"},
                 ]
             },

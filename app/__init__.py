@@ -16,7 +16,16 @@ from app.llm.model import ChatModel, ModelSettings
 from app.llm.openai_model import OpenAIChatModel
 from app.llm.scripted import FunctionModel, ScriptedCall, ScriptedModel, ScriptedReply
 from app.llm.tools import Tool, ToolOutcome, tool
-from app.orchestration.broadcast import FallbackResult, Outcome, RaceResult, broadcast_all, chain, fallback, race, run_one
+from app.orchestration.broadcast import (
+    FallbackResult,
+    Outcome,
+    RaceResult,
+    broadcast_all,
+    chain,
+    fallback,
+    race,
+    run_one,
+)
 from app.orchestration.calls import (
     CallPolicy,
     CallResult,
@@ -56,7 +65,15 @@ from app.protocol.conventions import (
     ToolCallPayload,
     ToolResultPayload,
 )
-from app.protocol.events import DocumentEvent, DoneEvent, ErrorContent, ErrorEvent, ResponseEvent, TextBlockEvent, TextChunkEvent
+from app.protocol.events import (
+    DocumentEvent,
+    DoneEvent,
+    ErrorContent,
+    ErrorEvent,
+    ResponseEvent,
+    TextBlockEvent,
+    TextChunkEvent,
+)
 from app.protocol.history import Message
 from app.protocol.request import Interaction, Query, Request, SessionObject
 from app.registry import available_agents, load_agent

@@ -20,8 +20,12 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     # Flags become settings through the environment, so --workers and --reload
     # processes, which import `app.main:app` afresh, see them too.
-    for flag, variable in (("host", "ASSIST_HOST"), ("port", "ASSIST_PORT"), ("agent", "ASSIST_AGENT"),
-                           ("log_level", "ASSIST_LOG_LEVEL")):
+    for flag, variable in (
+        ("host", "ASSIST_HOST"),
+        ("port", "ASSIST_PORT"),
+        ("agent", "ASSIST_AGENT"),
+        ("log_level", "ASSIST_LOG_LEVEL"),
+    ):
         value = getattr(args, flag)
         if value is not None:
             os.environ[variable] = str(value)

@@ -24,11 +24,7 @@ def available_agents() -> list[str]:
         return []
     except Exception as exc:
         raise AgentNotFoundError(f"importing {AGENTS_PACKAGE!r} failed: {type(exc).__name__}: {exc}") from exc
-    return sorted(
-        info.name
-        for info in pkgutil.iter_modules(package.__path__)
-        if not info.name.startswith("_")
-    )
+    return sorted(info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_"))
 
 
 def load_agent(spec: str) -> AbstractAgent:

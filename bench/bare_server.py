@@ -35,8 +35,13 @@ def stream_frames(n: int) -> tuple[list[bytes], bytes]:
         frames = []
         for i in range(n + 1):
             last = i == n
-            event = TextChunkEvent(event_name=EVENT_NAME, source=SOURCE, stream_id=stream_id,
-                                   is_complete=last, content="" if last else CHUNK)
+            event = TextChunkEvent(
+                event_name=EVENT_NAME,
+                source=SOURCE,
+                stream_id=stream_id,
+                is_complete=last,
+                content="" if last else CHUNK,
+            )
             event.id = next_id()
             frames.append(event.sse_frame())
         done = DoneEvent(source=SOURCE)

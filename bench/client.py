@@ -231,8 +231,8 @@ class SseStream:
         if cut < 0:
             self._pending = pending
             return
-        self._pending = pending[cut + 2:]
-        self._frames(pending[:cut + 2] if self._pending else pending)
+        self._pending = pending[cut + 2 :]
+        self._frames(pending[: cut + 2] if self._pending else pending)
 
     def _frames(self, part: bytes) -> None:
         """Check a run of whole frames: counts, id order, nothing after done.

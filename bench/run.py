@@ -229,8 +229,10 @@ def source_state() -> dict:
         return out.stdout.rstrip("\n") if out.returncode == 0 else ""
 
     changed = git("status", "--porcelain", "--", "app", "agents", "pyproject.toml")
-    return {"commit": git("rev-parse", "--short", "HEAD").strip() or None,
-            "uncommitted": [line[3:] for line in changed.splitlines()]}
+    return {
+        "commit": git("rev-parse", "--short", "HEAD").strip() or None,
+        "uncommitted": [line[3:] for line in changed.splitlines()],
+    }
 
 
 def machine_info(servers: list[Server], reference_python: str | None) -> dict:
@@ -271,14 +273,18 @@ async def run_loads(servers: list[Server], loads: dict, repeats: int, wait_repea
         for server in servers:
             r = await single_stream(server, loads["single_chunks"], problems)
             runs[server.key]["single"].append(r)
-            log(f"single      {server.label:>6} #{rep + 1}: {r['events_per_s']:>9,.0f} events/s  "
-                f"(server {r['server_cpu_us_per_event']:.1f} us CPU/event, client busy {r['client_busy']:.0%})")
+            log(
+                f"single      {server.label:>6} #{rep + 1}: {r['events_per_s']:>9,.0f} events/s  "
+                f"(server {r['server_cpu_us_per_event']:.1f} us CPU/event, client busy {r['client_busy']:.0%})"
+            )
     for rep in range(repeats):
         for server in servers:
             r = await concurrent_streams(server, loads["concurrent_streams"], loads["concurrent_chunks"], problems)
             runs[server.key]["concurrent"].append(r)
-            log(f"concurrent  {server.label:>6} #{rep + 1}: {r['events_per_s']:>9,.0f} events/s  "
-                f"(server {r['server_cpu_us_per_event']:.1f} us CPU/event, client busy {r['client_busy']:.0%})")
+            log(
+                f"concurrent  {server.label:>6} #{rep + 1}: {r['events_per_s']:>9,.0f} events/s  "
+                f"(server {r['server_cpu_us_per_event']:.1f} us CPU/event, client busy {r['client_busy']:.0%})"
+            )
     for rep in range(repeats):
         for server in servers:
             r = await first_event(server, loads["ttfe_requests"], loads["ttfe_chunks"], problems)
@@ -292,12 +298,16 @@ async def run_loads(servers: list[Server], loads: dict, repeats: int, wait_repea
             server.restart()
             await server.wait_ready()
             await warm_up_waiting(server, problems)
-            log(f"waiting     {server.label:>6} #{rep + 1}: {loads['waiting_streams']} streams of "
-                f"wait:{loads['waiting_seconds']:g} (fresh server, pid {server.pid})")
+            log(
+                f"waiting     {server.label:>6} #{rep + 1}: {loads['waiting_streams']} streams of "
+                f"wait:{loads['waiting_seconds']:g} (fresh server, pid {server.pid})"
+            )
             r = await waiting_streams(server, loads["waiting_streams"], loads["waiting_seconds"], problems)
             runs[server.key]["waiting"].append(r)
-            log(f"waiting     {server.label:>6} #{rep + 1}: {r['completed']}/{r['streams']} completed, "
-                f"{r['kb_per_stream']:.1f} KB/stream, all open in {r['seconds_to_open_all'] or 0:.1f}s")
+            log(
+                f"waiting     {server.label:>6} #{rep + 1}: {r['completed']}/{r['streams']} completed, "
+                f"{r['kb_per_stream']:.1f} KB/stream, all open in {r['seconds_to_open_all'] or 0:.1f}s"
+            )
     return runs
 
 
@@ -330,18 +340,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small loads and one repeat: a smoke run")
     parser.add_argument("--repeats", type=int, help="repeats of each throughput and ttfe load (default 5, quick 1)")
-    parser.add_argument("--wait-repeats", type=int,
-                        help="repeats of the 5,000 waiting streams load, each on freshly started servers "
-                             "(default 3, quick 1)")
-    parser.add_argument("--only", default=",".join(ALL_SERVERS),
-                        help="servers to run, comma-separated: ours, 0.3.0 (or reference), bare")
-    parser.add_argument("--replot", action="store_true",
-                        help="run nothing: print the table of the results JSON (--out) and redraw its PNG")
-    parser.add_argument("--markdown", action="store_true",
-                        help="also print the table as Markdown (for bench/README.md)")
-    parser.add_argument("--out", type=Path,
-                        help="JSON path (default bench/results.json, quick: bench/results-quick.json); "
-                             "the PNG goes beside it")
+    parser.add_argument(
+        "--wait-repeats",
+        type=int,
+        help="repeats of the 5,000 waiting streams load, each on freshly started servers (default 3, quick 1)",
+    )
+    parser.add_argument(
+        "--only",
+        default=",".join(ALL_SERVERS),
+        help="servers to run, comma-separated: ours, 0.3.0 (or reference), bare",
+    )
+    parser.add_argument(
+        "--replot",
+        action="store_true",
+        help="run nothing: print the table of the results JSON (--out) and redraw its PNG",
+    )
+    parser.add_argument(
+        "--markdown", action="store_true", help="also print the table as Markdown (for bench/README.md)"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="JSON path (default bench/results.json, quick: bench/results-quick.json); the PNG goes beside it",
+    )
     args = parser.parse_args(argv)
     keys = []
     for name in args.only.split(","):

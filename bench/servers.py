@@ -181,28 +181,42 @@ def make_servers(keys: list[str], log_dir: Path, reference_python: str | None, w
     servers = []
     for key in keys:
         if key == "ours":
-            servers.append(Server(
-                "ours", "ours", [sys.executable, "-m", "app", "serve", "--host", HOST],
-                {
-                    "ASSIST_AGENT": "bench.agent:BenchAgent",
-                    "ASSIST_LOG_LEVEL": "warning",
-                    "ASSIST_REQUEST_TIMEOUT": str(max(120.0, wait_seconds * 4)),
-                    # Above the 5,000-stream load (the default cap is 1,000 per worker).
-                    "ASSIST_MAX_STREAMS": "100000",
-                },
-                log_dir / "ours.log",
-            ))
+            servers.append(
+                Server(
+                    "ours",
+                    "ours",
+                    [sys.executable, "-m", "app", "serve", "--host", HOST],
+                    {
+                        "ASSIST_AGENT": "bench.agent:BenchAgent",
+                        "ASSIST_LOG_LEVEL": "warning",
+                        "ASSIST_REQUEST_TIMEOUT": str(max(120.0, wait_seconds * 4)),
+                        # Above the 5,000-stream load (the default cap is 1,000 per worker).
+                        "ASSIST_MAX_STREAMS": "100000",
+                    },
+                    log_dir / "ours.log",
+                )
+            )
         elif key == "reference":
             assert reference_python is not None
-            servers.append(Server(
-                "reference", "0.3.0", [reference_python, "-m", "bench.reference_server", "--host", HOST], {},
-                log_dir / "reference.log",
-            ))
+            servers.append(
+                Server(
+                    "reference",
+                    "0.3.0",
+                    [reference_python, "-m", "bench.reference_server", "--host", HOST],
+                    {},
+                    log_dir / "reference.log",
+                )
+            )
         elif key == "bare":
-            servers.append(Server(
-                "bare", "bare", [sys.executable, "-m", "bench.bare_server", "--host", HOST], {},
-                log_dir / "bare.log",
-            ))
+            servers.append(
+                Server(
+                    "bare",
+                    "bare",
+                    [sys.executable, "-m", "bench.bare_server", "--host", HOST],
+                    {},
+                    log_dir / "bare.log",
+                )
+            )
         else:
             raise ValueError(f"unknown server {key!r}")
     return servers

@@ -56,7 +56,8 @@ def test_serve_with_two_workers_streams():
 def test_default_server_runs_an_agent_written_the_0_3_0_way(tmp_path):
     port = free_port()
     script = tmp_path / "serve_it.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         from app import AbstractAgent, DefaultServer, Query, ResponseHandler, Session
 
         class Echo(AbstractAgent):
@@ -70,7 +71,8 @@ def test_default_server_runs_an_agent_written_the_0_3_0_way(tmp_path):
                 await response_handler.complete()
 
         DefaultServer(Echo()).run(host="127.0.0.1", port={port})
-    """))
+    """)
+    )
     with running_command([sys.executable, str(script)], port) as server:
         stream = read_stream(server.url, new_body("echo me"))
     assert stream.names() == ["FINAL_RESPONSE", "FINAL_RESPONSE", "done"]
@@ -91,8 +93,13 @@ def test_run_prints_the_answer_and_json_gives_the_whole_result():
 def test_chat_in_a_terminal_streams_answers_and_remembers_the_first_turn():
     pexpect = pytest.importorskip("pexpect")
     child = pexpect.spawn(
-        sys.executable, ["-m", "app", "chat", "--agent", "showcase"], cwd=str(ROOT), env=clean_env(),
-        encoding="utf-8", timeout=20, dimensions=(50, 140),
+        sys.executable,
+        ["-m", "app", "chat", "--agent", "showcase"],
+        cwd=str(ROOT),
+        env=clean_env(),
+        encoding="utf-8",
+        timeout=20,
+        dimensions=(50, 140),
     )
     try:
         child.expect("you ›")
@@ -118,8 +125,13 @@ def test_chat_in_a_terminal_streams_answers_and_remembers_the_first_turn():
 def test_chat_over_http_exits_cleanly_on_ctrl_c(showcase_server):
     pexpect = pytest.importorskip("pexpect")
     child = pexpect.spawn(
-        sys.executable, ["-m", "app", "chat", "--url", showcase_server.url + "/assist"], cwd=str(ROOT),
-        env=clean_env(), encoding="utf-8", timeout=20, dimensions=(50, 140),
+        sys.executable,
+        ["-m", "app", "chat", "--url", showcase_server.url + "/assist"],
+        cwd=str(ROOT),
+        env=clean_env(),
+        encoding="utf-8",
+        timeout=20,
+        dimensions=(50, 140),
     )
     try:
         child.expect("you ›")

@@ -14,36 +14,134 @@ import app.runtime.errors
 
 ROOT = Path(__file__).resolve().parents[1]
 
-EXPORTED = sorted([
-    # the author API (sentient-agent-framework 0.3.0's names)
-    "AbstractAgent", "DefaultHook", "DefaultResponseHandler", "DefaultServer", "DefaultSession",
-    "DefaultTextStream", "Hook", "Identity", "QueueHook", "ResponseHandler", "Session", "StreamEventEmitter",
-    # the wire
-    "ASK_USER", "FINAL_RESPONSE", "HANDOFF", "STAGE", "THINKING", "TOOL_CALL", "TOOL_RESULT", "USAGE",
-    "AskUserPayload", "DocumentEvent", "DoneEvent", "ErrorContent", "ErrorEvent", "HandoffPayload", "Interaction",
-    "Message", "Query", "Request", "ResponseEvent", "SessionObject", "StagePayload", "TextBlockEvent",
-    "TextChunkEvent", "TokenUsage", "ToolCallPayload", "ToolResultPayload",
-    # the service
-    "Settings", "add_routes", "available_agents", "create_app", "load_agent", "load_settings",
-    # the typed facade
-    "Agent", "AgentEvent", "AgentResult", "AgentStream", "ErrorRecord", "EventKind", "PendingInterrupt",
-    "StageRecord", "ToolCall",
-    # language-model agents
-    "ChatMessage", "ChatModel", "FunctionModel", "LLMAgent", "ModelEvent", "ModelSettings", "OpenAIChatModel",
-    "ReasoningDelta", "ScriptedCall", "ScriptedModel", "ScriptedReply", "TextDelta", "Tool", "ToolCallRequest",
-    "ToolOutcome", "ToolSpec", "UsageLimits", "tool",
-    # orchestration
-    "BehaviouralSignals", "CallContext", "CallPolicy", "CallResult", "DataSlush", "FallbackResult", "Forwarder",
-    "Handoff", "HandoffLimits", "HostAgent", "MemoryEcho", "Orientation", "Outcome", "QuerySignals", "RaceResult",
-    "Route", "Router", "RouterAgent", "Rule", "Specialist", "TemporalSignals", "broadcast_all", "build_context",
-    "call_agent", "calls_of_request", "chain", "check_call", "current_context", "fallback", "publish_slush", "race",
-    "request_metadata", "run_one",
-    # exceptions
-    "AgentError", "AgentNotFoundError", "CallRefused", "ModelProviderError", "NoRouteError", "ProcessorError",
-    "RemoteAgentError", "ResponseStreamClosedError", "SettingsError", "TextStreamClosedError", "ToolError",
-    "UsageLimitExceeded",
-    "__version__",
-])
+EXPORTED = sorted(
+    [
+        # the author API (sentient-agent-framework 0.3.0's names)
+        "AbstractAgent",
+        "DefaultHook",
+        "DefaultResponseHandler",
+        "DefaultServer",
+        "DefaultSession",
+        "DefaultTextStream",
+        "Hook",
+        "Identity",
+        "QueueHook",
+        "ResponseHandler",
+        "Session",
+        "StreamEventEmitter",
+        # the wire
+        "ASK_USER",
+        "FINAL_RESPONSE",
+        "HANDOFF",
+        "STAGE",
+        "THINKING",
+        "TOOL_CALL",
+        "TOOL_RESULT",
+        "USAGE",
+        "AskUserPayload",
+        "DocumentEvent",
+        "DoneEvent",
+        "ErrorContent",
+        "ErrorEvent",
+        "HandoffPayload",
+        "Interaction",
+        "Message",
+        "Query",
+        "Request",
+        "ResponseEvent",
+        "SessionObject",
+        "StagePayload",
+        "TextBlockEvent",
+        "TextChunkEvent",
+        "TokenUsage",
+        "ToolCallPayload",
+        "ToolResultPayload",
+        # the service
+        "Settings",
+        "add_routes",
+        "available_agents",
+        "create_app",
+        "load_agent",
+        "load_settings",
+        # the typed facade
+        "Agent",
+        "AgentEvent",
+        "AgentResult",
+        "AgentStream",
+        "ErrorRecord",
+        "EventKind",
+        "PendingInterrupt",
+        "StageRecord",
+        "ToolCall",
+        # language-model agents
+        "ChatMessage",
+        "ChatModel",
+        "FunctionModel",
+        "LLMAgent",
+        "ModelEvent",
+        "ModelSettings",
+        "OpenAIChatModel",
+        "ReasoningDelta",
+        "ScriptedCall",
+        "ScriptedModel",
+        "ScriptedReply",
+        "TextDelta",
+        "Tool",
+        "ToolCallRequest",
+        "ToolOutcome",
+        "ToolSpec",
+        "UsageLimits",
+        "tool",
+        # orchestration
+        "BehaviouralSignals",
+        "CallContext",
+        "CallPolicy",
+        "CallResult",
+        "DataSlush",
+        "FallbackResult",
+        "Forwarder",
+        "Handoff",
+        "HandoffLimits",
+        "HostAgent",
+        "MemoryEcho",
+        "Orientation",
+        "Outcome",
+        "QuerySignals",
+        "RaceResult",
+        "Route",
+        "Router",
+        "RouterAgent",
+        "Rule",
+        "Specialist",
+        "TemporalSignals",
+        "broadcast_all",
+        "build_context",
+        "call_agent",
+        "calls_of_request",
+        "chain",
+        "check_call",
+        "current_context",
+        "fallback",
+        "publish_slush",
+        "race",
+        "request_metadata",
+        "run_one",
+        # exceptions
+        "AgentError",
+        "AgentNotFoundError",
+        "CallRefused",
+        "ModelProviderError",
+        "NoRouteError",
+        "ProcessorError",
+        "RemoteAgentError",
+        "ResponseStreamClosedError",
+        "SettingsError",
+        "TextStreamClosedError",
+        "ToolError",
+        "UsageLimitExceeded",
+        "__version__",
+    ]
+)
 
 
 def test_the_front_door_exports_exactly_the_public_api():
@@ -55,7 +153,8 @@ def test_the_front_door_exports_exactly_the_public_api():
 
 def test_nothing_public_is_in_the_front_door_without_being_exported():
     public = {
-        name for name, value in vars(app).items()
+        name
+        for name, value in vars(app).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
     assert public <= set(app.__all__), public - set(app.__all__)
@@ -63,7 +162,8 @@ def test_nothing_public_is_in_the_front_door_without_being_exported():
 
 def test_every_exception_the_framework_raises_is_exported():
     errors = {
-        name for name, value in vars(app.runtime.errors).items()
+        name
+        for name, value in vars(app.runtime.errors).items()
         if inspect.isclass(value) and issubclass(value, Exception) and value.__module__ == app.runtime.errors.__name__
     }
     assert errors <= set(app.__all__), errors - set(app.__all__)
@@ -75,7 +175,8 @@ def test_the_packages_under_app_are_not_faces():
             continue
         module = importlib.import_module(package.name)
         public = {
-            name for name, value in vars(module).items()
+            name
+            for name, value in vars(module).items()
             if not name.startswith("_") and not isinstance(value, types.ModuleType)
         }
         assert public == set(), f"{package.name} re-exports {sorted(public)}: import them from `app`"

@@ -8,20 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from app import registry
+from app import AbstractAgent, AgentNotFoundError, registry
 from app.registry import available_agents, load_agent
-from app import AbstractAgent, AgentNotFoundError
 
 FIXTURES = "tests.registry_fixtures"
 
-AGENT_CLASS_SOURCE = '''
+AGENT_CLASS_SOURCE = """
 from app import AbstractAgent
 
 
 class {name}(AbstractAgent):
     async def assist(self, session, query, response_handler):
         pass
-'''
+"""
 
 
 def agent_class(name: str) -> str:

@@ -1,18 +1,19 @@
 """Agent: run an agent and read typed events and results, in-process or over HTTP, one pipeline.
 
-    agent = Agent(MyAgent())                                   # in this process
-    agent = Agent("http://127.0.0.1:8000/assist", api_key=...) # on a running service
-    result = await agent.run("hi")                             # AgentResult
-    async with agent.stream("hi") as events:                   # AgentEvents as they come
-        async for event in events: ...
+agent = Agent(MyAgent())                                   # in this process
+agent = Agent("http://127.0.0.1:8000/assist", api_key=...) # on a running service
+result = await agent.run("hi")                             # AgentResult
+async with agent.stream("hi") as events:                   # AgentEvents as they come
+    async for event in events: ...
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import aclosing
+from typing import Any
 from urllib.parse import urlsplit
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Optional
 
 from ulid import ULID
 
@@ -56,7 +57,7 @@ class Agent:
         prompt: str,
         *,
         history: Iterable[Message | dict[str, Any]] = (),
-        forward: Optional[Callable[[Any], Awaitable[None]]] = None,
+        forward: Callable[[Any], Awaitable[None]] | None = None,
     ) -> AgentStream:
         """The run's events as they happen; `cancel()` stops it, and `result()` sums it up.
 
@@ -100,14 +101,14 @@ class AgentStream:
         self,
         wire_events: AsyncIterator[Any],
         builder: ResultBuilder,
-        forward: Optional[Callable[[Any], Awaitable[None]]] = None,
+        forward: Callable[[Any], Awaitable[None]] | None = None,
     ) -> None:
         self._wire_events = wire_events
         self._forward = forward
         self._builder = builder
         self._reader = EventReader()
         self._queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=256)
-        self._pump: Optional[asyncio.Task[None]] = None
+        self._pump: asyncio.Task[None] | None = None
         self._finished = False
         self._cancel_requested = False
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -33,7 +33,7 @@ class AgentEvent(BaseModel):
     kind: EventKind
     index: int
     event_name: str
-    text: Optional[str] = None
-    data: Optional[dict[str, Any]] = None
-    id: Optional[str] = None
-    stream_id: Optional[str] = None
+    text: str | None = None
+    data: dict[str, Any] | None = None
+    id: str | None = None
+    stream_id: str | None = None

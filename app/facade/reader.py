@@ -6,7 +6,7 @@ same reader, which is why they give the same results.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
@@ -45,7 +45,7 @@ class EventReader:
         self._index += 1
         return made
 
-    def read(self, event: Any) -> Optional[AgentEvent]:
+    def read(self, event: Any) -> AgentEvent | None:
         if isinstance(event, TextChunkEvent):
             if not event.content:
                 return None  # the end of a stream carries nothing to read
@@ -68,7 +68,11 @@ class EventReader:
             return self._make(kind, event, data=data)
         if isinstance(event, ErrorEvent):
             content = event.content
-            data = {"error_message": content.error_message, "error_code": content.error_code, "details": content.details}
+            data = {
+                "error_message": content.error_message,
+                "error_code": content.error_code,
+                "details": content.details,
+            }
             return self._make("error", event, text=content.error_message, data=data)
         if isinstance(event, DoneEvent):
             return self._make("done", event)
@@ -92,7 +96,7 @@ class ResultBuilder:
         self._usage = TokenUsage()
         self._stages: list[StageRecord] = []
         self._errors: list[ErrorRecord] = []
-        self._interrupt: Optional[PendingInterrupt] = None
+        self._interrupt: PendingInterrupt | None = None
         self._wire_events: list[dict[str, Any]] = []
         self._cancelled = False
 
@@ -117,7 +121,9 @@ class ResultBuilder:
         elif kind == "ask_user":
             self._interrupt = PendingInterrupt(**data)
         elif kind == "error":
-            self._errors.append(ErrorRecord(message=data["error_message"], code=data["error_code"], details=data["details"]))
+            self._errors.append(
+                ErrorRecord(message=data["error_message"], code=data["error_code"], details=data["details"])
+            )
         elif kind == "cancelled":
             self._cancelled = True
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -22,7 +22,7 @@ class ToolCall(_Value):
     name: str
     arguments: dict[str, Any] = {}
     result: Any = None
-    error: Optional[str] = None
+    error: str | None = None
 
 
 class StageRecord(StagePayload):
@@ -39,7 +39,7 @@ class ErrorRecord(_Value):
 
     message: str
     code: int = 500
-    details: Optional[dict[str, Any]] = None
+    details: dict[str, Any] | None = None
 
 
 class AgentResult(_Value):
@@ -52,5 +52,5 @@ class AgentResult(_Value):
     usage: TokenUsage = TokenUsage()  # the run's USAGE payloads, added up
     stages: tuple[StageRecord, ...] = ()
     errors: tuple[ErrorRecord, ...] = ()
-    interrupt: Optional[PendingInterrupt] = None
+    interrupt: PendingInterrupt | None = None
     cancelled: bool = False

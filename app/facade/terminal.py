@@ -48,7 +48,9 @@ class EventRenderer:
         if kind == "text_delta":
             self._inline(kind, event.stream_id, Text(event.text or ""))
         elif kind == "thinking":
-            self._inline(kind, event.stream_id, Text(event.text or "", style="dim italic"), Text("thinking: ", style="dim"))
+            self._inline(
+                kind, event.stream_id, Text(event.text or "", style="dim italic"), Text("thinking: ", style="dim")
+            )
         elif kind == "text":
             self._inline(kind, event.stream_id, Text(event.text or ""), Text(f"{event.event_name}: ", style="bold"))
         elif kind == "text_block":

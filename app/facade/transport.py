@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, AsyncIterator, Protocol
-
+from collections.abc import AsyncIterator
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx

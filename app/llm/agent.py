@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from app.llm.messages import ChatMessage, ToolCallRequest, assistant, chat_history, system, tool_result, user
 from app.llm.model import ChatModel, ModelSettings
@@ -35,7 +35,7 @@ class UsageLimits:
     total tokens reported by the provider, checked after each reply."""
 
     max_turns: int = 10
-    max_tokens: Optional[int] = None
+    max_tokens: int | None = None
 
 
 class LLMAgent(AbstractAgent):
@@ -52,7 +52,7 @@ class LLMAgent(AbstractAgent):
         description: str = "",
         system_prompt: str = "",
         tools: Sequence[Tool] = (),
-        model_settings: Optional[ModelSettings] = None,
+        model_settings: ModelSettings | None = None,
         usage_limits: UsageLimits = UsageLimits(),
     ) -> None:
         super().__init__(name)
@@ -75,7 +75,7 @@ class LLMAgent(AbstractAgent):
 
     async def _loop(
         self, messages: list[ChatMessage], handler: ResponseHandler, streams: ReplyStreams
-    ) -> tuple[TokenUsage, Optional[ModelProviderError]]:
+    ) -> tuple[TokenUsage, ModelProviderError | None]:
         """The run's replies and tool rounds: what they used, and what stopped them early, if anything."""
         specs = [t.spec for t in self.tools.values()]
         limits = self.usage_limits
@@ -97,12 +97,14 @@ class LLMAgent(AbstractAgent):
         message = f"Stopped: the model was still calling tools after {limits.max_turns} turns."
         return usage, UsageLimitExceeded(message, "max_turns")
 
-    async def _run_tools(self, calls: list[ToolCallRequest], messages: list[ChatMessage], handler: ResponseHandler) -> None:
+    async def _run_tools(
+        self, calls: list[ToolCallRequest], messages: list[ChatMessage], handler: ResponseHandler
+    ) -> None:
         for call in calls:
             arguments = arguments_object(call.arguments)
             await handler.emit_json(names.TOOL_CALL, ToolCallPayload(id=call.id, name=call.name, arguments=arguments))
         outcomes = await asyncio.gather(*(self._call(call) for call in calls))
-        for call, outcome in zip(calls, outcomes):
+        for call, outcome in zip(calls, outcomes, strict=False):
             result = ToolResultPayload(id=call.id, name=call.name, result=outcome.result, error=outcome.error)
             await handler.emit_json(names.TOOL_RESULT, result)
             messages.append(tool_result(call, outcome.model_content))
@@ -110,5 +112,7 @@ class LLMAgent(AbstractAgent):
     async def _call(self, call: ToolCallRequest) -> ToolOutcome:
         found = self.tools.get(call.name)
         if found is None:
-            return ToolOutcome(error=f"there is no tool named {call.name!r}; the tools are: {', '.join(self.tools) or 'none'}")
+            return ToolOutcome(
+                error=f"there is no tool named {call.name!r}; the tools are: {', '.join(self.tools) or 'none'}"
+            )
         return await found.call(call.arguments)

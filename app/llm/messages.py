@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Literal, Union
+from typing import Literal
 
 from app.protocol.conventions import TokenUsage
 from app.protocol.history import Message
@@ -73,4 +74,4 @@ class ToolSpec:
 
 
 # A reply's usage is a TokenUsage of its token counts (`requests` is counted by whoever asked).
-ModelEvent = Union[TextDelta, ReasoningDelta, ToolCallRequest, TokenUsage]
+ModelEvent = TextDelta | ReasoningDelta | ToolCallRequest | TokenUsage

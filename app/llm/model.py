@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import AsyncIterator, Optional, Protocol, Sequence
+from typing import Protocol
 
 from app.llm.messages import ChatMessage, ModelEvent, ToolSpec
 
@@ -12,8 +13,8 @@ from app.llm.messages import ChatMessage, ModelEvent, ToolSpec
 class ModelSettings:
     """Sampling settings; None leaves the provider's default."""
 
-    temperature: Optional[float] = None
-    max_tokens: Optional[int] = None
+    temperature: float | None = None
+    max_tokens: int | None = None
 
 
 class ChatModel(Protocol):

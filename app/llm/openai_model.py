@@ -6,7 +6,8 @@ Ollama: they differ only in `base_url`, key and model name.
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Optional, Sequence
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import httpx
 import openai
@@ -31,11 +32,11 @@ class OpenAIChatModel:
         self,
         model: str,
         *,
-        base_url: Optional[str] = None,
-        api_key: Optional[str] = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 2,
-        client: Optional[AsyncOpenAI] = None,
+        client: AsyncOpenAI | None = None,
     ) -> None:
         self.name = model
         self._api_key = api_key
@@ -69,7 +70,10 @@ class OpenAIChatModel:
         }
         if tools:
             request["tools"] = [
-                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
                 for t in tools
             ]
         if settings.temperature is not None:
@@ -105,7 +109,9 @@ class OpenAIChatModel:
         # Tool calls come whole, once their last argument piece is in.
         for index in sorted(calls):
             call = calls[index]
-            yield ToolCallRequest(id=call["id"] or f"call_{index}", name=call["name"], arguments=call["arguments"] or "{}")
+            yield ToolCallRequest(
+                id=call["id"] or f"call_{index}", name=call["name"], arguments=call["arguments"] or "{}"
+            )
 
     def _provider_error(self, exc: openai.APIError) -> ModelProviderError:
         """A failure the user can act on; never the key, never a traceback."""
@@ -124,7 +130,9 @@ class OpenAIChatModel:
         status = getattr(exc, "status_code", None)
         if isinstance(exc, openai.APIStatusError) and status is not None and 400 <= status < 500:
             return ModelProviderError(
-                f"The model provider refused the request: {self._redacted(exc.message)}", 502, {"provider_status": status}
+                f"The model provider refused the request: {self._redacted(exc.message)}",
+                502,
+                {"provider_status": status},
             )
         return ModelProviderError("The model provider failed while answering.", 502)
 
@@ -134,7 +142,7 @@ class OpenAIChatModel:
         return text[:_MAX_PROVIDER_MESSAGE]
 
 
-def _reasoning_of(delta: Any) -> Optional[str]:
+def _reasoning_of(delta: Any) -> str | None:
     extra = delta.model_extra or {}
     for name in _REASONING_FIELDS:
         value = extra.get(name)

@@ -3,8 +3,8 @@ and how such a run ends."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
 from app.llm.messages import ChatMessage, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
 from app.llm.model import ChatModel, ModelSettings
@@ -86,7 +86,7 @@ async def stream_reply(
 
 
 async def finish_run(
-    handler: ResponseHandler, streams: ReplyStreams, usage: TokenUsage, failure: Optional[ModelProviderError]
+    handler: ResponseHandler, streams: ReplyStreams, usage: TokenUsage, failure: ModelProviderError | None
 ) -> None:
     """End a run of model replies, however it went: its text streams first, each once; then what
     went wrong, if anything; then the bill (USAGE); then `done`."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Optional, Sequence
+from typing import Any
 
 from app.llm.messages import ChatMessage, ModelEvent, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
 from app.llm.model import ModelSettings
@@ -18,7 +19,7 @@ from app.runtime.errors import ModelProviderError
 class ScriptedCall:
     name: str
     arguments: dict[str, Any] = field(default_factory=dict)
-    id: Optional[str] = None
+    id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -28,8 +29,8 @@ class ScriptedReply:
     text: str = ""
     reasoning: str = ""
     tool_calls: tuple[ScriptedCall, ...] = ()
-    usage: Optional[TokenUsage] = None
-    failure: Optional[ModelProviderError] = None
+    usage: TokenUsage | None = None
+    failure: ModelProviderError | None = None
     fail_after_text: bool = False  # stream the text, then fail (a provider dying mid-answer)
 
 
@@ -87,8 +88,9 @@ async def play(reply: ScriptedReply, *, call_number: int, delay: float = 0.0) ->
     if reply.failure is not None:
         raise reply.failure
     for number, call in enumerate(reply.tool_calls):
-        yield ToolCallRequest(id=call.id or f"call_{call_number}_{number}", name=call.name,
-                              arguments=json.dumps(call.arguments))
+        yield ToolCallRequest(
+            id=call.id or f"call_{call_number}_{number}", name=call.name, arguments=json.dumps(call.arguments)
+        )
     if reply.usage is not None:
         yield reply.usage
 

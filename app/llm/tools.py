@@ -8,7 +8,8 @@ import asyncio
 import inspect
 import json
 import re
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
@@ -29,8 +30,8 @@ class ToolOutcome(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     result: Any = None
-    error: Optional[str] = None
-    error_for_model: Optional[str] = None
+    error: str | None = None
+    error_for_model: str | None = None
 
     @property
     def model_content(self) -> str:
@@ -47,8 +48,8 @@ class Tool:
         self,
         function: Callable[..., Any],
         *,
-        name: Optional[str] = None,
-        description: Optional[str] = None,
+        name: str | None = None,
+        description: str | None = None,
         timeout: float = DEFAULT_TOOL_TIMEOUT,
     ) -> None:
         self.function = function
@@ -91,7 +92,9 @@ class Tool:
             return ToolOutcome(error=str(exc) or type(exc).__name__)
         except Exception as exc:
             # Anything else may carry internals: the user sees its kind, the model its text.
-            return ToolOutcome(error=f"the tool failed ({type(exc).__name__})", error_for_model=f"{type(exc).__name__}: {exc}")
+            return ToolOutcome(
+                error=f"the tool failed ({type(exc).__name__})", error_for_model=f"{type(exc).__name__}: {exc}"
+            )
         if result is None:
             result = "ok"  # a result is never null: null means the call failed
         try:
@@ -121,10 +124,10 @@ def _no_constant(name: str) -> Any:
 
 
 def tool(
-    function: Optional[Callable[..., Any]] = None,
+    function: Callable[..., Any] | None = None,
     *,
-    name: Optional[str] = None,
-    description: Optional[str] = None,
+    name: str | None = None,
+    description: str | None = None,
     timeout: float = DEFAULT_TOOL_TIMEOUT,
 ) -> Any:
     """Make a function (sync or async) a Tool: `@tool` or `@tool(timeout=5)`."""

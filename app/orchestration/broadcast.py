@@ -15,7 +15,8 @@ and waits for them. All state lives in the call: nothing is kept on an agent.
 from __future__ import annotations
 
 import asyncio
-from typing import Iterable, Literal, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -39,10 +40,10 @@ class Outcome(BaseModel):
 
     agent: str
     status: Status
-    result: Optional[AgentResult] = None
-    error: Optional[str] = None
-    slush: Optional[DataSlush] = None
-    upstream_slush: Optional[DataSlush] = None
+    result: AgentResult | None = None
+    error: str | None = None
+    slush: DataSlush | None = None
+    upstream_slush: DataSlush | None = None
 
     @property
     def ok(self) -> bool:
@@ -56,7 +57,7 @@ class Outcome(BaseModel):
             confidence=0.0,
         )
 
-    def handed_on(self) -> Optional[DataSlush]:
+    def handed_on(self) -> DataSlush | None:
         """The slush the next agent gets: what this one published; else its failure, if it failed."""
         if self.slush is not None:
             return self.slush
@@ -68,7 +69,7 @@ class RaceResult(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    winner: Optional[Outcome]
+    winner: Outcome | None
     outcomes: tuple[Outcome, ...]
 
 
@@ -77,7 +78,7 @@ class FallbackResult(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    winner: Optional[Outcome]
+    winner: Outcome | None
     outcomes: tuple[Outcome, ...]
 
 
@@ -86,10 +87,10 @@ async def run_one(
     prompt: str,
     *,
     history: Iterable[Message] = (),
-    timeout: Optional[float] = None,
-    upstream_slush: Optional[DataSlush] = None,
-    caller: Optional[str] = None,
-    policy: Optional[CallPolicy] = None,
+    timeout: float | None = None,
+    upstream_slush: DataSlush | None = None,
+    caller: str | None = None,
+    policy: CallPolicy | None = None,
 ) -> Outcome:
     """One guarded call as an Outcome; it raises only when the caller itself is cancelled."""
     name = agent_name(agent)
@@ -110,7 +111,7 @@ async def run_one(
     result = call.result
     if result.cancelled:
         status: Status = "cancelled"
-        error: Optional[str] = "the run was cancelled"
+        error: str | None = "the run was cancelled"
     elif result.errors:
         status, error = "failed", "; ".join(f"{e.message} ({e.code})" for e in result.errors)
     else:
@@ -127,10 +128,10 @@ async def broadcast_all(
     prompt: str,
     *,
     history: Iterable[Message] = (),
-    timeout: Optional[float] = None,
-    upstream_slush: Optional[DataSlush] = None,
-    caller: Optional[str] = None,
-    policy: Optional[CallPolicy] = None,
+    timeout: float | None = None,
+    upstream_slush: DataSlush | None = None,
+    caller: str | None = None,
+    policy: CallPolicy | None = None,
 ) -> list[Outcome]:
     """Every agent at once; their outcomes in the agents' order. One failing fails only itself."""
     with calls_of_request(caller, policy):  # concurrent or not, one request's calls
@@ -138,8 +139,15 @@ async def broadcast_all(
         async with asyncio.TaskGroup() as group:
             tasks = [
                 group.create_task(
-                    run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=upstream_slush,
-                            caller=caller, policy=policy),
+                    run_one(
+                        agent,
+                        prompt,
+                        history=messages,
+                        timeout=timeout,
+                        upstream_slush=upstream_slush,
+                        caller=caller,
+                        policy=policy,
+                    ),
                     name=f"broadcast:{agent_name(agent)}",
                 )
                 for agent in agents
@@ -152,10 +160,10 @@ async def race(
     prompt: str,
     *,
     history: Iterable[Message] = (),
-    timeout: Optional[float] = None,
-    upstream_slush: Optional[DataSlush] = None,
-    caller: Optional[str] = None,
-    policy: Optional[CallPolicy] = None,
+    timeout: float | None = None,
+    upstream_slush: DataSlush | None = None,
+    caller: str | None = None,
+    policy: CallPolicy | None = None,
 ) -> RaceResult:
     """Every agent at once; the first success wins, the others are cancelled ("cancelled").
 
@@ -166,13 +174,20 @@ async def race(
         messages = tuple(history)
         tasks = [
             asyncio.create_task(
-                run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=upstream_slush,
-                        caller=caller, policy=policy),
+                run_one(
+                    agent,
+                    prompt,
+                    history=messages,
+                    timeout=timeout,
+                    upstream_slush=upstream_slush,
+                    caller=caller,
+                    policy=policy,
+                ),
                 name=f"race:{agent_name(agent)}",
             )
             for agent in agents
         ]
-        winner: Optional[Outcome] = None
+        winner: Outcome | None = None
         try:
             pending = set(tasks)
             while pending and winner is None:
@@ -185,10 +200,15 @@ async def race(
             # Reached by a win, by every agent having ended, or by the caller being cancelled.
             await _cancel_and_wait(tasks)
         outcomes = tuple(
-            Outcome(agent=agent_name(agent), status="cancelled", error="cancelled: another agent won the race",
-                    upstream_slush=upstream_slush)
-            if task.cancelled() else task.result()
-            for agent, task in zip(agents, tasks)
+            Outcome(
+                agent=agent_name(agent),
+                status="cancelled",
+                error="cancelled: another agent won the race",
+                upstream_slush=upstream_slush,
+            )
+            if task.cancelled()
+            else task.result()
+            for agent, task in zip(agents, tasks, strict=False)
         )
         return RaceResult(winner=winner, outcomes=outcomes)
 
@@ -205,10 +225,10 @@ async def fallback(
     prompt: str,
     *,
     history: Iterable[Message] = (),
-    timeout: Optional[float] = None,
-    upstream_slush: Optional[DataSlush] = None,
-    caller: Optional[str] = None,
-    policy: Optional[CallPolicy] = None,
+    timeout: float | None = None,
+    upstream_slush: DataSlush | None = None,
+    caller: str | None = None,
+    policy: CallPolicy | None = None,
 ) -> FallbackResult:
     """One agent after another until one succeeds.
 
@@ -220,8 +240,9 @@ async def fallback(
         outcomes: list[Outcome] = []
         slush = upstream_slush
         for agent in agents:
-            outcome = await run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=slush,
-                                    caller=caller, policy=policy)
+            outcome = await run_one(
+                agent, prompt, history=messages, timeout=timeout, upstream_slush=slush, caller=caller, policy=policy
+            )
             outcomes.append(outcome)
             if outcome.ok:
                 return FallbackResult(winner=outcome, outcomes=tuple(outcomes))
@@ -234,10 +255,10 @@ async def chain(
     prompt: str,
     *,
     history: Iterable[Message] = (),
-    timeout: Optional[float] = None,
-    upstream_slush: Optional[DataSlush] = None,
-    caller: Optional[str] = None,
-    policy: Optional[CallPolicy] = None,
+    timeout: float | None = None,
+    upstream_slush: DataSlush | None = None,
+    caller: str | None = None,
+    policy: CallPolicy | None = None,
     stop_on_failure: bool = False,
 ) -> list[Outcome]:
     """One agent after another, each given the previous one's slush as `upstream_slush`.
@@ -251,8 +272,9 @@ async def chain(
         outcomes: list[Outcome] = []
         slush = upstream_slush
         for agent in agents:
-            outcome = await run_one(agent, prompt, history=messages, timeout=timeout, upstream_slush=slush,
-                                    caller=caller, policy=policy)
+            outcome = await run_one(
+                agent, prompt, history=messages, timeout=timeout, upstream_slush=slush, caller=caller, policy=policy
+            )
             outcomes.append(outcome)
             if not outcome.ok and stop_on_failure:
                 break

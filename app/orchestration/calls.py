@@ -16,9 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Optional
+from typing import Any
 
 from app.facade.agent import Agent
 from app.facade.result import AgentResult
@@ -36,7 +37,7 @@ class CallPolicy:
     """Limits on agent-to-agent calls for a whole request."""
 
     max_depth: int = DEFAULT_MAX_DEPTH
-    allow: Optional[frozenset[str]] = None  # None: every agent
+    allow: frozenset[str] | None = None  # None: every agent
     block: frozenset[str] = frozenset()
     time_zone: str = "UTC"  # of the temporal signals
 
@@ -56,11 +57,11 @@ class _Frame:
     chain: tuple[str, ...]
     depth: int  # nested calls from the top of the request: 1 for its first call
     calls: _RequestCalls
-    context: Optional[CallContext] = None
-    slush_out: Optional[DataSlush] = None
+    context: CallContext | None = None
+    slush_out: DataSlush | None = None
 
 
-_current: contextvars.ContextVar[Optional[_Frame]] = contextvars.ContextVar("assist_call_frame", default=None)
+_current: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar("assist_call_frame", default=None)
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,11 @@ class CallResult:
 
     agent_name: str
     result: AgentResult
-    slush: Optional[DataSlush]
+    slush: DataSlush | None
 
 
 @contextmanager
-def calls_of_request(caller: Optional[str] = None, policy: Optional[CallPolicy] = None) -> Iterator[None]:
+def calls_of_request(caller: str | None = None, policy: CallPolicy | None = None) -> Iterator[None]:
     """Make the calls inside share one record (depth, loops, policy) when no call is running yet.
 
     For an orchestrator at the top of a request: calls it starts concurrently (tasks copy
@@ -95,7 +96,7 @@ def agent_name(agent: AbstractAgent | Agent) -> str:
     return agent.name if isinstance(agent, AbstractAgent) else agent.processor_id
 
 
-def current_context() -> Optional[CallContext]:
+def current_context() -> CallContext | None:
     """The context of the call running now (None outside an orchestrated call)."""
     frame = _current.get()
     return frame.context if frame is not None else None
@@ -111,13 +112,13 @@ def publish_slush(signals: dict[str, Any], confidence: float = 0.5) -> DataSlush
     return slush
 
 
-def check_call(callee: str, prompt: str, *, caller: Optional[str] = None, policy: Optional[CallPolicy] = None) -> None:
+def check_call(callee: str, prompt: str, *, caller: str | None = None, policy: CallPolicy | None = None) -> None:
     """Raise CallRefused if calling `callee` now would be too deep, a loop, or not allowed."""
     chain, depth, calls = _where(caller, policy)
     _refusal(callee, prompt, chain, depth + 1, calls)
 
 
-def _where(caller: Optional[str], policy: Optional[CallPolicy]) -> tuple[tuple[str, ...], int, _RequestCalls]:
+def _where(caller: str | None, policy: CallPolicy | None) -> tuple[tuple[str, ...], int, _RequestCalls]:
     frame = _current.get()
     if frame is not None:
         return frame.chain, frame.depth, frame.calls
@@ -144,10 +145,10 @@ async def call_agent(
     prompt: str,
     *,
     history: Iterable[Message] = (),
-    forward: Optional[Forwarder] = None,
-    upstream_slush: Optional[DataSlush] = None,
-    caller: Optional[str] = None,
-    policy: Optional[CallPolicy] = None,
+    forward: Forwarder | None = None,
+    upstream_slush: DataSlush | None = None,
+    caller: str | None = None,
+    policy: CallPolicy | None = None,
 ) -> CallResult:
     """Run `agent` on `prompt` through the facade, guarded; its events go to `forward` if given.
 

@@ -6,8 +6,9 @@ Built per call from the prompt and the session's history; never stored on an age
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Optional, Sequence
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,7 +24,24 @@ _STOPWORDS = frozenset(
     "of on or our please should so than that the their them then there these they this to was we were what "
     "when where which who why will with would you your".split()
 )
-_QUESTION_STARTS = ("who", "what", "when", "where", "why", "how", "which", "is", "are", "can", "could", "do", "does", "should", "will", "would")
+_QUESTION_STARTS = (
+    "who",
+    "what",
+    "when",
+    "where",
+    "why",
+    "how",
+    "which",
+    "is",
+    "are",
+    "can",
+    "could",
+    "do",
+    "does",
+    "should",
+    "will",
+    "would",
+)
 
 
 class _Signals(BaseModel):
@@ -82,7 +100,7 @@ class CallContext(_Signals):
     behavioural: BehaviouralSignals
     memory_echoes: tuple[MemoryEcho, ...]
     orientation: Orientation
-    upstream_slush: Optional[DataSlush] = None
+    upstream_slush: DataSlush | None = None
     call_chain: tuple[str, ...] = ()
 
     def get_signal(self, path: str, default: Any = None) -> Any:
@@ -111,8 +129,8 @@ def build_context(
     history: Sequence[Message] = (),
     *,
     time_zone: str = "UTC",
-    now: Optional[datetime] = None,
-    upstream_slush: Optional[DataSlush] = None,
+    now: datetime | None = None,
+    upstream_slush: DataSlush | None = None,
     call_chain: tuple[str, ...] = (),
 ) -> CallContext:
     prompt = prompt[:MAX_SIGNAL_CHARS]
@@ -145,7 +163,17 @@ def _turns(history: Sequence[Message]) -> list[tuple[str, str]]:
 
 def _temporal(now: datetime, time_zone: str) -> TemporalSignals:
     hour = now.astimezone(ZoneInfo(time_zone)).hour
-    part = "night" if hour < 5 else "morning" if hour < 12 else "afternoon" if hour < 17 else "evening" if hour < 22 else "night"
+    part = (
+        "night"
+        if hour < 5
+        else "morning"
+        if hour < 12
+        else "afternoon"
+        if hour < 17
+        else "evening"
+        if hour < 22
+        else "night"
+    )
     return TemporalSignals(
         time_zone=time_zone,
         iso=now.isoformat(timespec="seconds"),
@@ -180,7 +208,7 @@ def _echoes(keywords: tuple[str, ...], prompt: str, turns: list[tuple[str, str]]
     return tuple(echo for _, _, echo in scored[:MEMORY_ECHOES])
 
 
-def _orientation(query: QuerySignals, echoes: tuple[MemoryEcho, ...], upstream: Optional[DataSlush]) -> Orientation:
+def _orientation(query: QuerySignals, echoes: tuple[MemoryEcho, ...], upstream: DataSlush | None) -> Orientation:
     hints: list[str] = []
     if echoes:
         hints.append(f"continues turn {echoes[0].turn}: {', '.join(echoes[0].shared_words)}")

@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Optional, Sequence
 
 from app.llm.messages import ChatMessage, ToolCallRequest, ToolSpec, assistant, chat_history, system, tool_result, user
 from app.llm.model import ChatModel, ModelSettings
@@ -70,7 +70,7 @@ class Handoff:
 
     to_agent: str
     reason: str
-    task: Optional[str]
+    task: str | None
     call_id: str
 
 
@@ -101,8 +101,8 @@ class _Decision:
     """What the host makes of one tool call of its model."""
 
     call: ToolCallRequest
-    specialist: Optional[Specialist] = None  # None: no specialist by that name, and no fallback
-    handoff: Optional[Handoff] = None  # None: not handed off (no specialist, or over the limit)
+    specialist: Specialist | None = None  # None: no specialist by that name, and no fallback
+    handoff: Handoff | None = None  # None: not handed off (no specialist, or over the limit)
 
 
 class HostAgent(AbstractAgent):
@@ -114,12 +114,12 @@ class HostAgent(AbstractAgent):
         name: str = "host",
         description: str = "A host that answers, or hands the task to a specialist.",
         system_prompt: str = DEFAULT_SYSTEM_PROMPT,
-        fallback: Optional[str] = None,
+        fallback: str | None = None,
         on_handoff: Sequence[HandoffCallback] = (),
         limits: HandoffLimits = HandoffLimits(),
-        summarizer: Optional[ChatModel] = None,
+        summarizer: ChatModel | None = None,
         policy: CallPolicy = CallPolicy(),
-        model_settings: Optional[ModelSettings] = None,
+        model_settings: ModelSettings | None = None,
     ) -> None:
         super().__init__(name)
         self.description = description
@@ -162,7 +162,7 @@ class HostAgent(AbstractAgent):
             streams=ReplyStreams(response_handler),
             handler=response_handler,
         )
-        failure: Optional[ModelProviderError] = None
+        failure: ModelProviderError | None = None
         try:
             reply = await self._reply(run, self.model, run.messages, self._tools())
             if reply.calls:
@@ -206,7 +206,9 @@ class HostAgent(AbstractAgent):
         decisions: list[_Decision] = []
         handed = 0
         for call in calls:
-            specialist = self.specialists.get(call.name) or (self.specialists.get(self.fallback) if self.fallback else None)
+            specialist = self.specialists.get(call.name) or (
+                self.specialists.get(self.fallback) if self.fallback else None
+            )
             if specialist is not None and handed < self.limits.max_handoffs:
                 handed += 1
                 decisions.append(_Decision(call, specialist, _handoff(call, specialist)))
@@ -245,7 +247,9 @@ class HostAgent(AbstractAgent):
                 unknown = decision.call.name[:_MAX_TOOL_NAME]
                 logger.warning(
                     "host %s: its model asked for a specialist %r it does not have; the request went to %s",
-                    self.name, unknown, went_to,
+                    self.name,
+                    unknown,
+                    went_to,
                 )
                 await handler.emit_error(
                     f"There is no specialist named {unknown!r}; the request went to {went_to}.",
@@ -271,18 +275,21 @@ class HostAgent(AbstractAgent):
         forwarders = [Forwarder(run.handler, live=heard and index == 0) for index in range(len(handoffs))]
         tasks = [
             asyncio.create_task(self._call_specialist(run, specialist, handoff, forward if heard else None))
-            for (specialist, handoff), forward in zip(handoffs, forwarders)
+            for (specialist, handoff), forward in zip(handoffs, forwarders, strict=False)
         ]
         results: list[CallResult] = []
         try:
-            for index, (task, (specialist, _)) in enumerate(zip(tasks, handoffs)):
+            for index, (task, (specialist, _)) in enumerate(zip(tasks, handoffs, strict=False)):
                 try:
                     results.append(await task)
                 except CallRefused as refused:
                     await run.handler.emit_error(str(refused), refused.error_code, {"refused": refused.reason})
                 except RemoteAgentError as exc:
-                    await run.handler.emit_error(f"The specialist {specialist.name} could not be reached.", 502,
-                                                 {"specialist": specialist.name, "status": exc.status_code})
+                    await run.handler.emit_error(
+                        f"The specialist {specialist.name} could not be reached.",
+                        502,
+                        {"specialist": specialist.name, "status": exc.status_code},
+                    )
                 if heard and index + 1 < len(forwarders):
                     await forwarders[index + 1].release()
         finally:
@@ -292,7 +299,7 @@ class HostAgent(AbstractAgent):
         return results
 
     async def _call_specialist(
-        self, run: _HostRun, specialist: Specialist, handoff: Handoff, forward: Optional[Forwarder]
+        self, run: _HostRun, specialist: Specialist, handoff: Handoff, forward: Forwarder | None
     ) -> CallResult:
         """The specialist on the user's prompt, or on the task the host rewrote for it (the
         prompt then joins its history)."""

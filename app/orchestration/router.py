@@ -1,13 +1,14 @@
 """RouterAgent: serves a routed set of agents at /assist (the rules that route are in rules.py).
 
-    router = Router(default=GeneralAgent())
-    router.add(name="weather", agent=WeatherAgent(), prompt_pattern=r"(?i)\\bweather\\b")
-    agent = RouterAgent(router)
+router = Router(default=GeneralAgent())
+router.add(name="weather", agent=WeatherAgent(), prompt_pattern=r"(?i)\\bweather\\b")
+agent = RouterAgent(router)
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from app.orchestration.calls import CallPolicy, call_agent, current_context, publish_slush
 from app.orchestration.context import build_context
@@ -42,12 +43,12 @@ class RouterAgent(AbstractAgent):
     def __init__(
         self,
         router: Router,
-        name: Optional[str] = None,
-        description: Optional[str] = None,
+        name: str | None = None,
+        description: str | None = None,
         *,
-        policy: Optional[CallPolicy] = None,
+        policy: CallPolicy | None = None,
         time_zone: str = "UTC",
-        metadata: Optional[Callable[[Session, Query], Mapping[str, Any]]] = None,
+        metadata: Callable[[Session, Query], Mapping[str, Any]] | None = None,
     ) -> None:
         super().__init__(name)
         if description is not None:
@@ -90,8 +91,6 @@ class RouterAgent(AbstractAgent):
                 publish_slush(call.slush.signals, call.slush.confidence)
         await response_handler.complete()
 
-    async def _stage(
-        self, handler: ResponseHandler, capability: Optional[str], outcome: str, reason: Optional[str]
-    ) -> None:
+    async def _stage(self, handler: ResponseHandler, capability: str | None, outcome: str, reason: str | None) -> None:
         stage = StagePayload(stage="route", phase="end", capability=capability, outcome=outcome, reason=reason)
         await handler.emit_json(names.STAGE, stage)

@@ -25,9 +25,10 @@ RouterAgent (router.py) serves a Router at /assist.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping, Optional
+from typing import Any
 
 import regex
 from pydantic import BaseModel
@@ -58,9 +59,9 @@ class Rule:
     name: str
     agent: AbstractAgent | Agent
     priority: int = 0
-    prompt_pattern: Optional[str] = None
-    processor_id: Optional[str] = None
-    metadata: Optional[Mapping[str, Any]] = None
+    prompt_pattern: str | None = None
+    processor_id: str | None = None
+    metadata: Mapping[str, Any] | None = None
     always: bool = False
 
     def __post_init__(self) -> None:
@@ -99,7 +100,7 @@ class Route:
     """Where a request goes: the agent, and the rule that sent it there (None: the default)."""
 
     agent: AbstractAgent | Agent
-    rule: Optional[Rule] = None
+    rule: Rule | None = None
 
     @property
     def reason(self) -> str:
@@ -113,7 +114,7 @@ class Route:
 @dataclass(frozen=True)
 class _Entry:
     rule: Rule
-    pattern: Optional[regex.Pattern[str]]
+    pattern: regex.Pattern[str] | None
     order: int
 
 
@@ -122,7 +123,7 @@ class Router:
 
     def __init__(
         self,
-        default: Optional[AbstractAgent | Agent] = None,
+        default: AbstractAgent | Agent | None = None,
         *,
         max_prompt_chars: int = DEFAULT_MAX_PROMPT_CHARS,
         regex_timeout: float = DEFAULT_REGEX_TIMEOUT,
@@ -139,7 +140,7 @@ class Router:
         self._entries: list[_Entry] = []
         self._added = 0
 
-    def add(self, rule: Optional[Rule] = None, /, **fields: Any) -> Rule:
+    def add(self, rule: Rule | None = None, /, **fields: Any) -> Rule:
         """Add a rule, `add(Rule(...))` or `add(name=..., agent=..., ...)`; returns it.
 
         Its regex is compiled here, once: an invalid one raises ValueError naming the rule.
@@ -172,7 +173,7 @@ class Router:
         return len(self._entries)
 
     def route(
-        self, prompt: str, *, processor_id: Optional[str] = None, metadata: Optional[Mapping[str, Any]] = None
+        self, prompt: str, *, processor_id: str | None = None, metadata: Mapping[str, Any] | None = None
     ) -> Route:
         """The first rule that matches, else the default; LookupError when neither."""
         route = self.match(prompt, processor_id=processor_id, metadata=metadata)
@@ -184,8 +185,8 @@ class Router:
         return route
 
     def match(
-        self, prompt: str, *, processor_id: Optional[str] = None, metadata: Optional[Mapping[str, Any]] = None
-    ) -> Optional[Route]:
+        self, prompt: str, *, processor_id: str | None = None, metadata: Mapping[str, Any] | None = None
+    ) -> Route | None:
         """`route()`, with None where it would raise."""
         flat = flatten(metadata or {})
         text = prompt[: self.max_prompt_chars]
@@ -194,7 +195,7 @@ class Router:
                 return Route(entry.rule.agent, entry.rule)
         return Route(self.default) if self.default is not None else None
 
-    def _matches(self, entry: _Entry, text: str, processor_id: Optional[str], flat: Mapping[str, Any]) -> bool:
+    def _matches(self, entry: _Entry, text: str, processor_id: str | None, flat: Mapping[str, Any]) -> bool:
         rule = entry.rule
         # The cheap conditions first: the regex search runs only if they all hold.
         if rule.processor_id is not None and rule.processor_id != processor_id:
@@ -235,9 +236,7 @@ def flatten(data: Mapping[str, Any] | BaseModel, prefix: str = "") -> dict[str, 
     return flat
 
 
-def request_metadata(
-    context: Optional[CallContext] = None, extra: Optional[Mapping[str, Any]] = None
-) -> dict[str, Any]:
+def request_metadata(context: CallContext | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """A request's metadata for routing: its CallContext signals by dot path, `extra` laid over them."""
     metadata = flatten(context) if context is not None else {}
     metadata.update(flatten(extra or {}))

@@ -7,7 +7,7 @@ the facade and the CLI read them back into typed values.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -35,7 +35,7 @@ class ToolResultPayload(_Payload):
     id: str
     name: str
     result: Any = None
-    error: Optional[str] = None
+    error: str | None = None
 
     @model_validator(mode="after")
     def _one_of_result_or_error(self) -> ToolResultPayload:
@@ -52,9 +52,9 @@ class HandoffPayload(_Payload):
 class StagePayload(_Payload):
     stage: str
     phase: str
-    capability: Optional[str] = None
+    capability: str | None = None
     outcome: str
-    reason: Optional[str] = None
+    reason: str | None = None
     counts: dict[str, int] = {}
 
 
@@ -84,5 +84,5 @@ class TokenUsage(_Payload):
 
 class AskUserPayload(_Payload):
     question: str
-    token: Optional[str] = None
+    token: str | None = None
     resumable: bool = False

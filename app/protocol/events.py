@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Mapping, Optional, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, TypeAdapter
 
@@ -29,16 +30,16 @@ TEXT_STREAM = "chunked.text"
 ERROR = "atomic.error"
 DONE = "atomic.done"
 
-MetadataValue = Union[str, int, float, bool, list[str]]
+MetadataValue = str | int | float | bool | list[str]
 
 
-def _check_metadata(value: Optional[dict[str, MetadataValue]]):
+def _check_metadata(value: dict[str, MetadataValue] | None):
     if value is not None and len(value) > MAX_METADATA_KEYS:
         raise ValueError(f"metadata holds at most {MAX_METADATA_KEYS} keys, got {len(value)}")
     return value
 
 
-EventMetadata = Annotated[Optional[dict[str, MetadataValue]], AfterValidator(_check_metadata)]
+EventMetadata = Annotated[dict[str, MetadataValue] | None, AfterValidator(_check_metadata)]
 
 # Compact JSON, UTF-8 kept as is (what pydantic's model_dump_json writes).
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
@@ -52,7 +53,7 @@ EVENT_NAME_BREAKS = re.compile("[\r\n\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 def _escape_line_breaks(match: re.Match[str]) -> str:
-    return "\\u%04x" % ord(match.group())
+    return f"\\u{ord(match.group()):04x}"
 
 
 def dumps_json(value: Any) -> str:
@@ -80,12 +81,18 @@ def _encode(frame: str) -> bytes:
 
 def _head(content_type: str, event_name: str, id: str, source: str, metadata) -> str:
     return (
-        '{"content_type":"' + content_type
-        + '","event_name":' + _dumps(event_name)
-        + ',"schema_version":"' + SCHEMA_VERSION
-        + '","id":"' + id
-        + '","source":' + _dumps(source)
-        + ',"metadata":' + ("null" if metadata is None else _dumps(metadata))
+        '{"content_type":"'
+        + content_type
+        + '","event_name":'
+        + _dumps(event_name)
+        + ',"schema_version":"'
+        + SCHEMA_VERSION
+        + '","id":"'
+        + id
+        + '","source":'
+        + _dumps(source)
+        + ',"metadata":'
+        + ("null" if metadata is None else _dumps(metadata))
     )
 
 
@@ -152,9 +159,13 @@ class TextChunkEvent:
             return _frame(
                 self.event_name,
                 head
-                + ',"stream_id":' + _dumps(self.stream_id)
-                + ',"is_complete":' + ("true" if self.is_complete else "false")
-                + ',"content":' + _dumps(self.content) + "}",
+                + ',"stream_id":'
+                + _dumps(self.stream_id)
+                + ',"is_complete":'
+                + ("true" if self.is_complete else "false")
+                + ',"content":'
+                + _dumps(self.content)
+                + "}",
             )
         # The hot path: all but the id and the content is the same for every chunk of a stream.
         key = (self.event_name, self.source, self.stream_id, self.is_complete)
@@ -181,12 +192,21 @@ _CHUNK_TEMPLATE_MAX_KEY = 256
 
 def _chunk_template(event_name: str, source: str, stream_id: str, is_complete: bool) -> tuple[str, str]:
     before_id = (
-        "event: " + event_name + "\ndata: "
-        + _escaped('{"content_type":"chunked.text","event_name":' + _dumps(event_name) + ',"schema_version":"1.0","id":"')
+        "event: "
+        + event_name
+        + "\ndata: "
+        + _escaped(
+            '{"content_type":"chunked.text","event_name":' + _dumps(event_name) + ',"schema_version":"1.0","id":"'
+        )
     )
     after_id = _escaped(
-        '","source":' + _dumps(source) + ',"metadata":null,"stream_id":' + _dumps(stream_id)
-        + ',"is_complete":' + ("true" if is_complete else "false") + ',"content":'
+        '","source":'
+        + _dumps(source)
+        + ',"metadata":null,"stream_id":'
+        + _dumps(stream_id)
+        + ',"is_complete":'
+        + ("true" if is_complete else "false")
+        + ',"content":'
     )
     return before_id, after_id
 
@@ -195,7 +215,7 @@ def _chunk_template(event_name: str, source: str, stream_id: str, is_complete: b
 class ErrorContent:
     error_message: str
     error_code: int = DEFAULT_ERROR_CODE
-    details: Optional[dict[str, Any]] = None
+    details: dict[str, Any] | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -216,9 +236,12 @@ class ErrorEvent:
         return _frame(
             ERROR_EVENT_NAME,
             head
-            + ',"content":{"error_message":' + _dumps(content.error_message)
-            + ',"error_code":' + _dumps(content.error_code)
-            + ',"details":' + ("null" if content.details is None else _dumps(content.details))
+            + ',"content":{"error_message":'
+            + _dumps(content.error_message)
+            + ',"error_code":'
+            + _dumps(content.error_code)
+            + ',"details":'
+            + ("null" if content.details is None else _dumps(content.details))
             + "}}",
         )
 
@@ -239,7 +262,7 @@ class DoneEvent:
 
 
 ResponseEvent = Annotated[
-    Union[DocumentEvent, TextBlockEvent, TextChunkEvent, ErrorEvent, DoneEvent],
+    DocumentEvent | TextBlockEvent | TextChunkEvent | ErrorEvent | DoneEvent,
     Field(discriminator="content_type"),
 ]
 ResponseEventAdapter: TypeAdapter[ResponseEvent] = TypeAdapter(ResponseEvent)

@@ -7,7 +7,8 @@ read a session's interactions back as messages.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal
+from collections.abc import Iterable
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 from ulid import ULID

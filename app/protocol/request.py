@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from ulid import ULID
 
@@ -50,8 +48,8 @@ class AssistRequest(BaseModel):
     id: Ulid = Field(default_factory=ULID)
     chat_id: Ulid = Field(alias="chatId", description="Chat id (`chat_id` is accepted too).")
     content: AssistRequestContent
-    parent_request_id: Optional[Ulid] = None
-    root_request_id: Optional[Ulid] = None
+    parent_request_id: Ulid | None = None
+    root_request_id: Ulid | None = None
 
     @model_validator(mode="after")
     def _stamp_root_request_id(self) -> AssistRequest:
@@ -74,8 +72,8 @@ class AssistRequest(BaseModel):
 
 
 class InteractionMessage(BaseModel):
-    sender: Optional[str] = None
-    recipients: Optional[set[str]] = None
+    sender: str | None = None
+    recipients: set[str] | None = None
 
 
 class RequestMessage(InteractionMessage):
@@ -122,6 +120,6 @@ class Request(BaseModel):
     )
 
     query: Query
-    session: Optional[SessionObject] = Field(
+    session: SessionObject | None = Field(
         default=None, description="Optional: without it the service makes a fresh session."
     )

@@ -1,7 +1,7 @@
 """ULID field types: the 26-character Crockford base32 string, and nothing else."""
 
 import re
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema
 from ulid import ULID
@@ -59,5 +59,5 @@ def _to_event_id(value: Any) -> str:
 
 # An event id: a ULID string. None until a hook stamps it; a parsed event without one gets a fresh one.
 EventId = Annotated[
-    Optional[str], PlainValidator(_to_event_id), WithJsonSchema(_JSON_SCHEMA), Field(validate_default=True)
+    str | None, PlainValidator(_to_event_id), WithJsonSchema(_JSON_SCHEMA), Field(validate_default=True)
 ]

@@ -10,7 +10,7 @@ costs a list and, while someone waits, one future.
 from __future__ import annotations
 
 import asyncio
-from typing import Generic, Optional, TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -21,8 +21,8 @@ class Channel(Generic[T]):
     def __init__(self, capacity: int = 256) -> None:
         self._items: list[T] = []
         self._capacity = capacity
-        self._reader: Optional[asyncio.Future[None]] = None
-        self._writers: Optional[list[asyncio.Future[None]]] = None  # made when a writer first waits
+        self._reader: asyncio.Future[None] | None = None
+        self._writers: list[asyncio.Future[None]] | None = None  # made when a writer first waits
         self._closed = False
 
     @property
@@ -62,7 +62,7 @@ class Channel(Generic[T]):
         if reader is not None and not reader.done():
             reader.set_result(None)
 
-    def take_ready(self) -> Optional[list[T]]:
+    def take_ready(self) -> list[T] | None:
         """Everything that is ready, without waiting: [] once closed and empty, None if nothing yet."""
         if not self._items:
             return [] if self._closed else None

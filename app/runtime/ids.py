@@ -51,8 +51,12 @@ class MonotonicUlid:
         low = self._low
         p = _PAIRS
         return (
-            self._time_part + self._high_part
-            + p[low >> 30] + p[(low >> 20) & 1023] + p[(low >> 10) & 1023] + p[low & 1023]
+            self._time_part
+            + self._high_part
+            + p[low >> 30]
+            + p[(low >> 20) & 1023]
+            + p[(low >> 10) & 1023]
+            + p[low & 1023]
         )
 
     def _set_random(self, value: int) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import secrets
-from typing import Any, Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -59,13 +60,15 @@ class ResponseHandler:
 
     __slots__ = ("_source", "_hook", "_streams", "_forwarded", "_closing", "_is_complete")
 
-    def __init__(self, source: Union[str, Identity], hook: Hook) -> None:
+    def __init__(self, source: str | Identity, hook: Hook) -> None:
         self._source = source.id if isinstance(source, Identity) else source
         self._hook = hook
         # Made when first needed: a response that is only waiting holds none of them.
-        self._streams: Optional[list[StreamEventEmitter]] = None
-        self._forwarded: Optional[dict[str, TextChunkEvent]] = None  # open streams of other agents, sent through here
-        self._closing: Union[list[Any], tuple[()]] = ()  # complete()'s events not sent yet (it may be cut short waiting for room)
+        self._streams: list[StreamEventEmitter] | None = None
+        self._forwarded: dict[str, TextChunkEvent] | None = None  # open streams of other agents, sent through here
+        self._closing: (
+            list[Any] | tuple[()]
+        ) = ()  # complete()'s events not sent yet (it may be cut short waiting for room)
         self._is_complete = False
 
     @property
@@ -80,7 +83,7 @@ class ResponseHandler:
         if self._is_complete:
             raise ResponseStreamClosedError("the response is complete; nothing more can be sent")
 
-    async def respond(self, event_name: str, response: Union[Mapping[str, Any], BaseModel, str]) -> None:
+    async def respond(self, event_name: str, response: Mapping[str, Any] | BaseModel | str) -> None:
         """Send one text block or JSON document as the whole response, then complete it."""
         if isinstance(response, str):
             await self.emit_text_block(event_name, response)
@@ -88,7 +91,7 @@ class ResponseHandler:
             await self.emit_json(event_name, response)
         await self.complete()
 
-    async def emit_json(self, event_name: str, data: Union[Mapping[str, Any], BaseModel]) -> None:
+    async def emit_json(self, event_name: str, data: Mapping[str, Any] | BaseModel) -> None:
         """Send a JSON object under `event_name`: a dict, or a pydantic model such as a reserved payload."""
         self._check_open()
         content = _document(data)
@@ -108,9 +111,7 @@ class ResponseHandler:
     def create_text_stream(self, event_name: str) -> StreamEventEmitter:
         """Start a text stream: its chunks share `event_name` and a stream id."""
         self._check_open()
-        stream = StreamEventEmitter(
-            self, self._hook, self._source, check_event_name(event_name), secrets.token_hex(5)
-        )
+        stream = StreamEventEmitter(self, self._hook, self._source, check_event_name(event_name), secrets.token_hex(5))
         if self._streams is None:
             self._streams = []
         self._streams.append(stream)
@@ -120,7 +121,7 @@ class ResponseHandler:
         self,
         error_message: str,
         error_code: int = DEFAULT_ERROR_CODE,
-        details: Optional[Mapping[str, Any]] = None,
+        details: Mapping[str, Any] | None = None,
     ) -> None:
         """Send an error event; the response goes on until `complete()`."""
         self._check_open()
@@ -173,7 +174,7 @@ class ResponseHandler:
         chunks += [first.closing_chunk() for first in forwarded.values()]
         return chunks
 
-    def close_now(self, error: Optional[ErrorContent] = None, *, error_first: bool = False) -> list[Any]:
+    def close_now(self, error: ErrorContent | None = None, *, error_first: bool = False) -> list[Any]:
         """Mark the response complete at once; return the events that end it, for the server to send.
 
         For endings the agent does not choose: the last chunk of each open stream, then

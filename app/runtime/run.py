@@ -16,8 +16,9 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable, Coroutine
 from enum import StrEnum
-from typing import Any, Callable, Coroutine, Generic, Optional, TypeVar
+from typing import Any, Generic, TypeVar
 
 from app.protocol.events import DoneEvent, ErrorContent
 from app.protocol.request import Query
@@ -77,7 +78,7 @@ class ChannelHook(Generic[T]):
 
     def __init__(self, channel: Channel[T], stats: RunStats) -> None:
         self._channel = channel
-        self._next_id: Optional[MonotonicUlid] = None  # made with the first event: a waiting run holds none
+        self._next_id: MonotonicUlid | None = None  # made with the first event: a waiting run holds none
         self._counts = stats.events_by_type
 
     def encode(self, event: Any) -> T:
@@ -178,7 +179,7 @@ class Run(Generic[T]):
             self.task.cancel()
         self.hook.send_now(self.handler.close_now(error))
 
-    def take_ready(self) -> Optional[list[T]]:
+    def take_ready(self) -> list[T] | None:
         """What the run sent since the last call, all that was ready together; [] once it has
         ended and all is taken; None when there is nothing yet (await `ready()`)."""
         batch = self._channel.take_ready()
@@ -246,7 +247,9 @@ class Run(Generic[T]):
         if isinstance(exc, CallRefused):
             # The framework's own refusal of an agent-to-agent call: its message is safe and says why.
             logger.warning("agent %s: %s (request %s)", name, exc, stats.request_id)
-            return ErrorContent(error_message=str(exc), error_code=exc.error_code, details={"refused": exc.reason, **request_id})
+            return ErrorContent(
+                error_message=str(exc), error_code=exc.error_code, details={"refused": exc.reason, **request_id}
+            )
         if isinstance(exc, ResponseStreamClosedError):
             # It emitted after complete(), or after its run was ended: the reader has `done` already.
             logger.warning("agent %s emitted after its response was complete (request %s)", name, stats.request_id)
@@ -254,4 +257,6 @@ class Run(Generic[T]):
         stats.agent_failed = True
         kind = type(exc).__name__ if exc is not None else "CancelledError"
         logger.error("agent %s raised %s (request %s)", name, kind, stats.request_id, exc_info=exc)
-        return ErrorContent(error_message=AGENT_FAILED_MESSAGE, error_code=500, details={"error_type": kind, **request_id})
+        return ErrorContent(
+            error_message=AGENT_FAILED_MESSAGE, error_code=500, details={"error_type": kind, **request_id}
+        )

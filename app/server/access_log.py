@@ -63,7 +63,12 @@ class AccessLogMiddleware:
 
 
 def _log(scope: Scope, request_id: str, status: int, started: float, state: dict[str, Any]) -> None:
-    fields: dict[str, Any] = {"request_id": request_id, "method": scope["method"], "path": scope["path"], "status": status}
+    fields: dict[str, Any] = {
+        "request_id": request_id,
+        "method": scope["method"],
+        "path": scope["path"],
+        "status": status,
+    }
     stats: RunStats | None = state.get(STATE_STATS)
     if stats is not None:
         fields.update(agent=state.get(STATE_AGENT), events=stats.events, outcome=stats.outcome)

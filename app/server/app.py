@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI
-from fastapi.params import Depends
 from fastapi.exceptions import RequestValidationError
+from fastapi.params import Depends
 from starlette.middleware.cors import CORSMiddleware
 
 from app.registry import load_agent

@@ -15,9 +15,7 @@ from fastapi.security.utils import get_authorization_scheme_param
 
 # The scheme as OpenAPI shows it (the /docs page's Authorize button). It only reads the
 # header; BearerKeys decides.
-BEARER_SCHEME = HTTPBearer(
-    auto_error=False, scheme_name="APIKey", description="One of the keys in ASSIST_API_KEYS."
-)
+BEARER_SCHEME = HTTPBearer(auto_error=False, scheme_name="APIKey", description="One of the keys in ASSIST_API_KEYS.")
 
 
 def _digest(key: bytes) -> bytes:

@@ -24,7 +24,7 @@ from prometheus_client import (
 from starlette.requests import Request
 from starlette.responses import Response
 
-from app.runtime.run import RunOutcome, RunStats
+from app.runtime.run import RunStats
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 

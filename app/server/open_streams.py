@@ -26,5 +26,8 @@ class OpenStreams(RunWatcher):
             for run in self.runs:
                 if not run.task.done():
                     details = {"request_id": run.stats.request_id}
-                    run.stop(ErrorContent(error_message=SHUTDOWN_MESSAGE, error_code=503, details=details), RunOutcome.SHUTDOWN)
+                    run.stop(
+                        ErrorContent(error_message=SHUTDOWN_MESSAGE, error_code=503, details=details),
+                        RunOutcome.SHUTDOWN,
+                    )
         super().look_after(now)

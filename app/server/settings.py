@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -43,17 +43,17 @@ class Settings(BaseSettings):
     )
 
     # The language model of the LLM agents; the names the official Sentient examples use.
-    model_base_url: Optional[str] = Field(
+    model_base_url: str | None = Field(
         None, validation_alias="MODEL_BASE_URL", description="OpenAI-compatible base URL; empty: OpenAI."
     )
-    model_api_key: Optional[SecretStr] = Field(
+    model_api_key: SecretStr | None = Field(
         None, validation_alias="MODEL_API_KEY", description="The provider's key; optional for local servers."
     )
-    model_name: Optional[str] = Field(None, validation_alias="MODEL_NAME", description="The model to call.")
-    model_temperature: Optional[float] = Field(
+    model_name: str | None = Field(None, validation_alias="MODEL_NAME", description="The model to call.")
+    model_temperature: float | None = Field(
         None, ge=0, le=2, validation_alias="MODEL_TEMPERATURE", description="Sampling temperature."
     )
-    model_max_tokens: Optional[int] = Field(
+    model_max_tokens: int | None = Field(
         None, ge=1, validation_alias="MODEL_MAX_TOKENS", description="Most tokens one model reply may have."
     )
     model_timeout: float = Field(

@@ -71,9 +71,27 @@ async def test_every_reserved_event_name_is_read_into_typed_values(both_scripted
         assert [e.index for e in events] == list(range(len(events)))
         kinds = [e.kind for e in events]
         assert kinds == [
-            "thinking", "thinking", "stage", "tool_call", "tool_call", "tool_result", "tool_result", "stage",
-            "usage", "usage", "handoff", "document", "document", "text_block", "text", "error",
-            "text_delta", "text_delta", "text_delta", "ask_user", "done",
+            "thinking",
+            "thinking",
+            "stage",
+            "tool_call",
+            "tool_call",
+            "tool_result",
+            "tool_result",
+            "stage",
+            "usage",
+            "usage",
+            "handoff",
+            "document",
+            "document",
+            "text_block",
+            "text",
+            "error",
+            "text_delta",
+            "text_delta",
+            "text_delta",
+            "ask_user",
+            "done",
         ]
         assert events[11].event_name == "TOOL_CALL" and events[11].data == {"id": "bad"}
         assert result.text == "It is sunny."
@@ -81,12 +99,20 @@ async def test_every_reserved_event_name_is_read_into_typed_values(both_scripted
             ("call-1", "search", {"q": "weather"}, {"hits": 3}, None),
             ("call-2", "fetch", {"url": "x"}, None, "timed out"),
         ]
-        assert (result.usage.requests, result.usage.input_tokens, result.usage.output_tokens, result.usage.total_tokens) == (2, 17, 5, 22)
+        assert (
+            result.usage.requests,
+            result.usage.input_tokens,
+            result.usage.output_tokens,
+            result.usage.total_tokens,
+        ) == (2, 17, 5, 22)
         assert [(s.stage, s.phase, s.outcome, s.counts) for s in result.stages] == [
-            ("search", "start", "running", {}), ("search", "end", "ok", {"hits": 3})
+            ("search", "start", "running", {}),
+            ("search", "end", "ok", {"hits": 3}),
         ]
         assert [(e.message, e.code) for e in result.errors] == [("one source failed", 502)]
-        assert result.interrupt is not None and result.interrupt.question == "Which city?" and result.interrupt.resumable
+        assert (
+            result.interrupt is not None and result.interrupt.question == "Which city?" and result.interrupt.resumable
+        )
         assert not result.cancelled
 
 
@@ -103,7 +129,7 @@ async def test_the_answer_text_is_final_response_else_text_blocks_else_empty(bot
 
 @pytest.mark.parametrize("where", ["local", "remote"])
 async def test_two_turns_with_history_give_the_agent_the_first_turn(both_scripted, where):
-    agent = dict(zip(("local", "remote"), both_scripted))[where]
+    agent = dict(zip(("local", "remote"), both_scripted, strict=False))[where]
     first = await agent.run("session")
     assert first.messages[0].content == "session" and first.messages[1].role == "assistant"
     second = await agent.run("session", history=first.messages)
@@ -134,7 +160,7 @@ def wait_for(path: Path, timeout: float = 3.0) -> bool:
 
 @pytest.mark.parametrize("where", ["local", "remote"])
 async def test_cancel_stops_the_agent_and_ends_with_cancelled(both_scripted, where, tmp_path):
-    agent = dict(zip(("local", "remote"), both_scripted))[where]
+    agent = dict(zip(("local", "remote"), both_scripted, strict=False))[where]
     marker = tmp_path / "cancelled"
     kinds = []
     async with agent.stream(f"hang:{marker}") as stream:
@@ -149,7 +175,7 @@ async def test_cancel_stops_the_agent_and_ends_with_cancelled(both_scripted, whe
 
 @pytest.mark.parametrize("where", ["local", "remote"])
 async def test_leaving_early_or_cancelling_the_reader_stops_the_agent(both_scripted, where, tmp_path):
-    agent = dict(zip(("local", "remote"), both_scripted))[where]
+    agent = dict(zip(("local", "remote"), both_scripted, strict=False))[where]
     left = tmp_path / "left"
     async with agent.stream(f"hang:{left}") as stream:
         async for _ in stream:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from app import Agent
-from app import LLMAgent, ScriptedCall, ScriptedModel, ScriptedReply, TokenUsage, UsageLimits, tool
+from app import Agent, LLMAgent, ScriptedCall, ScriptedModel, ScriptedReply, TokenUsage, UsageLimits, tool
 from app.runtime.errors import ModelProviderError
 
 running = {"now": 0, "most": 0}
@@ -29,9 +28,12 @@ def agent_with(*replies: ScriptedReply, **options) -> tuple[Agent, ScriptedModel
 
 async def test_text_before_a_tool_call_streams_as_answer_and_the_loop_goes_on():
     agent, model = agent_with(
-        ScriptedReply(reasoning="Two cities.", text="Let me check.",
-                      tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}), ScriptedCall("lookup", {"city": "Rome"})),
-                      usage=TokenUsage(input_tokens=10, output_tokens=5, total_tokens=15)),
+        ScriptedReply(
+            reasoning="Two cities.",
+            text="Let me check.",
+            tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}), ScriptedCall("lookup", {"city": "Rome"})),
+            usage=TokenUsage(input_tokens=10, output_tokens=5, total_tokens=15),
+        ),
         ScriptedReply(text="Both sunny.", usage=TokenUsage(input_tokens=30, output_tokens=4, total_tokens=34)),
     )
     events = []
@@ -48,7 +50,12 @@ async def test_text_before_a_tool_call_streams_as_answer_and_the_loop_goes_on():
         ("lookup", {"city": "Oslo"}, {"city": "Oslo", "sky": "sunny"}),
         ("lookup", {"city": "Rome"}, {"city": "Rome", "sky": "sunny"}),
     ]
-    assert (result.usage.requests, result.usage.input_tokens, result.usage.output_tokens, result.usage.total_tokens) == (2, 40, 9, 49)
+    assert (
+        result.usage.requests,
+        result.usage.input_tokens,
+        result.usage.output_tokens,
+        result.usage.total_tokens,
+    ) == (2, 40, 9, 49)
     # What the model saw on its second call: the system prompt, the question, its own turn, both results.
     second_call = model.calls[1][0]
     assert [m.role for m in second_call] == ["system", "user", "assistant", "tool", "tool"]
@@ -58,8 +65,10 @@ async def test_text_before_a_tool_call_streams_as_answer_and_the_loop_goes_on():
 
 
 async def test_tool_calls_of_one_turn_run_concurrently():
-    replies = [ScriptedReply(tool_calls=tuple(ScriptedCall("lookup", {"city": f"c{i}"}) for i in range(10))),
-               ScriptedReply(text="done")]
+    replies = [
+        ScriptedReply(tool_calls=tuple(ScriptedCall("lookup", {"city": f"c{i}"}) for i in range(10))),
+        ScriptedReply(text="done"),
+    ]
     agent, _ = agent_with(*replies)
     running["most"] = 0
     result = await agent.run("many")
@@ -86,7 +95,10 @@ async def test_the_history_of_the_session_reaches_the_model():
     await agent.run("Who am I?", history=first.messages)
     messages = model.calls[1][0]
     assert [(m.role, m.content) for m in messages] == [
-        ("system", "Be brief."), ("user", "I am Ann."), ("assistant", "Hi Ann."), ("user", "Who am I?"),
+        ("system", "Be brief."),
+        ("user", "I am Ann."),
+        ("assistant", "Hi Ann."),
+        ("user", "Who am I?"),
     ]
 
 
@@ -100,8 +112,10 @@ async def test_max_turns_stops_a_model_that_keeps_calling_tools():
 
 async def test_max_tokens_stops_the_run_after_the_reply_that_crossed_it():
     used = TokenUsage(input_tokens=60, output_tokens=50, total_tokens=110)
-    replies = [ScriptedReply(tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}),), usage=used),
-               ScriptedReply(text="never")]
+    replies = [
+        ScriptedReply(tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}),), usage=used),
+        ScriptedReply(text="never"),
+    ]
     agent, model = agent_with(*replies, usage_limits=UsageLimits(max_tokens=100))
     result = await agent.run("x")
     assert len(model.calls) == 1 and result.errors[0].details == {"limit": "max_tokens"}
@@ -109,8 +123,11 @@ async def test_max_tokens_stops_the_run_after_the_reply_that_crossed_it():
 
 async def test_a_provider_failure_becomes_an_error_event_and_the_run_still_ends_well():
     agent, _ = agent_with(
-        ScriptedReply(text="The answer is", fail_after_text=True,
-                      failure=ModelProviderError("The model provider failed while answering.", 502)),
+        ScriptedReply(
+            text="The answer is",
+            fail_after_text=True,
+            failure=ModelProviderError("The model provider failed while answering.", 502),
+        ),
     )
     result = await agent.run("x")
     assert result.text == "The answer is"
@@ -124,8 +141,9 @@ async def test_a_runs_usage_is_the_one_token_usage_type_and_counts_every_request
     # The provider reports no total (0): it is the input and output added up. The second request fails
     # before any token: it was made all the same, so it counts.
     agent, _ = agent_with(
-        ScriptedReply(tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}),),
-                      usage=TokenUsage(input_tokens=7, output_tokens=3)),
+        ScriptedReply(
+            tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}),), usage=TokenUsage(input_tokens=7, output_tokens=3)
+        ),
         ScriptedReply(failure=ModelProviderError("The model provider failed while answering.", 502)),
     )
     result = await agent.run("x")
@@ -137,9 +155,10 @@ async def test_a_runs_usage_is_the_one_token_usage_type_and_counts_every_request
 
 async def test_tool_calls_tool_results_and_usage_keep_their_shape_on_the_wire():
     agent, _ = agent_with(
-        ScriptedReply(tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}, id="c1"),
-                                  ScriptedCall("missing", {}, id="c2")),
-                      usage=TokenUsage(input_tokens=3, output_tokens=2)),
+        ScriptedReply(
+            tool_calls=(ScriptedCall("lookup", {"city": "Oslo"}, id="c1"), ScriptedCall("missing", {}, id="c2")),
+            usage=TokenUsage(input_tokens=3, output_tokens=2),
+        ),
         ScriptedReply(text="ok"),
     )
     result = await agent.run("x")
@@ -150,6 +169,6 @@ async def test_tool_calls_tool_results_and_usage_keep_their_shape_on_the_wire():
         ("TOOL_CALL", '{"id": "c1", "name": "lookup", "arguments": {"city": "Oslo"}}'),
         ("TOOL_CALL", '{"id": "c2", "name": "missing", "arguments": {}}'),
         ("TOOL_RESULT", '{"id": "c1", "name": "lookup", "result": {"city": "Oslo", "sky": "sunny"}, "error": null}'),
-        ("TOOL_RESULT", '{"id": "c2", "name": "missing", "result": null, "error": "%s"}' % no_tool),
+        ("TOOL_RESULT", f'{{"id": "c2", "name": "missing", "result": null, "error": "{no_tool}"}}'),
         ("USAGE", '{"requests": 2, "input_tokens": 3, "output_tokens": 2, "total_tokens": 5}'),
     ]

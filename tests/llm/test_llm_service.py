@@ -54,7 +54,10 @@ def test_reasoning_text_before_tools_parallel_split_calls_and_usage(assistant_se
         stream_reply(
             reasoning="The time and a product.",
             text="Let me check.",
-            tool_calls=[("call_a", "current_time", {"time_zone": "Europe/Paris"}), ("call_b", "calculate", {"expression": "6 * 7"})],
+            tool_calls=[
+                ("call_a", "current_time", {"time_zone": "Europe/Paris"}),
+                ("call_b", "calculate", {"expression": "6 * 7"}),
+            ],
             argument_pieces=12,
             usage=(100, 20),
         ),
@@ -64,7 +67,9 @@ def test_reasoning_text_before_tools_parallel_split_calls_and_usage(assistant_se
     assert_well_ended(stream)
     assert_streams_completed(stream)
     names = stream.names()
-    assert names.index("THINKING") < names.index("FINAL_RESPONSE") < names.index("TOOL_CALL") < names.index("TOOL_RESULT")
+    assert (
+        names.index("THINKING") < names.index("FINAL_RESPONSE") < names.index("TOOL_CALL") < names.index("TOOL_RESULT")
+    )
     calls = [e["content"] for e in stream.events if e["event_name"] == "TOOL_CALL"]
     assert calls == [
         {"id": "call_a", "name": "current_time", "arguments": {"time_zone": "Europe/Paris"}},
@@ -93,8 +98,13 @@ def test_reasoning_text_before_tools_parallel_split_calls_and_usage(assistant_se
 
 async def test_the_facade_reads_the_same_run_into_an_agent_result(assistant_server, model):
     model.enqueue(
-        stream_reply(reasoning="Hmm.", reasoning_field="reasoning", text="Computing.",
-                     tool_calls=[("c1", "calculate", {"expression": "2 ** 8"})], usage=(10, 5)),
+        stream_reply(
+            reasoning="Hmm.",
+            reasoning_field="reasoning",
+            text="Computing.",
+            tool_calls=[("c1", "calculate", {"expression": "2 ** 8"})],
+            usage=(10, 5),
+        ),
         stream_reply(text="256.", usage=(20, 2)),
     )
     result = await Agent(assistant_server.url + "/assist").run("2 ** 8?")
@@ -117,7 +127,9 @@ async def test_a_second_turn_sends_the_first_to_the_model(assistant_server, mode
 
 
 def test_a_429_then_success_is_retried_before_the_first_token(assistant_server, model):
-    model.enqueue(error_reply(429, "Rate limit reached", headers={"retry-after-ms": "1"}), stream_reply(text="Fine now."))
+    model.enqueue(
+        error_reply(429, "Rate limit reached", headers={"retry-after-ms": "1"}), stream_reply(text="Fine now.")
+    )
     stream = read_stream(assistant_server.url, new_body("hi"))
     assert_well_ended(stream)
     assert "error" not in stream.names()

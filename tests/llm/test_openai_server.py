@@ -66,7 +66,11 @@ async def test_text_stream_reassembles_and_ends_with_usage(server):
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[-1].choices == []
     assert chunks[-1].usage is not None
-    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens, chunks[-1].usage.total_tokens) == (30, 9, 39)
+    assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens, chunks[-1].usage.total_tokens) == (
+        30,
+        9,
+        39,
+    )
     assert {c.id for c in chunks} == {chunks[0].id} and chunks[0].id.startswith("chatcmpl-")
     assert {c.model for c in chunks} == {"my-model"}
     assert all(c.object == "chat.completion.chunk" for c in chunks)
@@ -112,7 +116,7 @@ async def test_reasoning_deltas_are_readable(server):
 
 async def test_parallel_tool_calls_interleave_and_reassemble(server):
     weather = {"city": "Zürich", "units": "metric", "days": [1, 2, 3]}
-    search = {"query": "quoted \"text\" and \\ backslash", "limit": 5}
+    search = {"query": 'quoted "text" and \\ backslash', "limit": 5}
     server.enqueue(
         stream_reply(
             text="Let me check.",
@@ -245,7 +249,10 @@ async def test_request_is_recorded(server):
     tools = [
         {
             "type": "function",
-            "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
         }
     ]
     messages = [
@@ -253,13 +260,17 @@ async def test_request_is_recorded(server):
         {
             "role": "assistant",
             "content": None,
-            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}],
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}
+            ],
         },
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
     ]
     async with client_for(server) as client:
         await collect(
-            await open_stream(client, model="gpt-x", messages=messages, tools=tools, temperature=0.2, max_completion_tokens=64)
+            await open_stream(
+                client, model="gpt-x", messages=messages, tools=tools, temperature=0.2, max_completion_tokens=64
+            )
         )
 
     (request,) = server.requests
@@ -296,8 +307,15 @@ async def test_unstreamed_request_gets_one_completion(server):
 async def test_raw_events_and_reset(server):
     server.enqueue(
         raw_stream_reply(
-            [{"id": "x", "object": "chat.completion.chunk", "created": 1, "model": "m", "choices": [
-                {"index": 0, "delta": {"content": "raw"}, "finish_reason": "stop"}]}]
+            [
+                {
+                    "id": "x",
+                    "object": "chat.completion.chunk",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [{"index": 0, "delta": {"content": "raw"}, "finish_reason": "stop"}],
+                }
+            ]
         ),
         stream_reply(text="never"),
     )
@@ -334,7 +352,7 @@ async def test_events_arrive_as_they_are_sent(server):
             if chunk.choices and chunk.choices[0].delta.content:
                 arrivals.append(time.monotonic())
     assert len(arrivals) == 4
-    gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:])]
+    gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:], strict=False)]
     assert all(gap > 0.1 for gap in gaps)  # not buffered until the end
 
 
@@ -348,9 +366,7 @@ def test_reachable_from_another_process(server):
         "chunks = list(stream)\n"
         "print(''.join(c.choices[0].delta.content or '' for c in chunks if c.choices), chunks[-1].usage.total_tokens)\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", script, server.base_url], capture_output=True, text=True, timeout=30
-    )
+    result = subprocess.run([sys.executable, "-c", script, server.base_url], capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "from a subprocess 8"
     assert server.requests[0].authorization == "Bearer sk-sub"

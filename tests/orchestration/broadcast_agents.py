@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
-from app import AbstractAgent, Query, ResponseHandler, Session
-from app import CallPolicy, current_context, publish_slush
+from app import AbstractAgent, CallPolicy, Query, ResponseHandler, Session, current_context, publish_slush
 from app.orchestration.broadcast import FallbackResult, Outcome, RaceResult, chain, fallback, race
 from app.orchestration.router import RouterAgent
 from app.orchestration.rules import Router
@@ -21,7 +21,7 @@ from app.orchestration.rules import Router
 _MARKERS = re.compile(r"markers=(\S+)")
 
 
-def marker_folder(prompt: str) -> Optional[Path]:
+def marker_folder(prompt: str) -> Path | None:
     found = _MARKERS.search(prompt)
     return Path(found.group(1)) if found else None
 
@@ -75,7 +75,7 @@ class FailingAgent(AbstractAgent):
     With `publish`, it leaves slush first, so a fallback hands that on instead of its failure.
     """
 
-    def __init__(self, name: str, mode: str = "error", publish: Optional[dict[str, Any]] = None) -> None:
+    def __init__(self, name: str, mode: str = "error", publish: dict[str, Any] | None = None) -> None:
         super().__init__(name)
         self.mode = mode
         self.publish = publish
@@ -118,7 +118,7 @@ class EchoAgent(AbstractAgent):
         await response_handler.complete()
 
 
-def summary(strategy: str, winner: Optional[Outcome], outcomes: Sequence[Outcome]) -> dict[str, Any]:
+def summary(strategy: str, winner: Outcome | None, outcomes: Sequence[Outcome]) -> dict[str, Any]:
     """A report of a broadcast: statuses and the slush seen, as a JSON document."""
     return {
         "strategy": strategy,
@@ -141,14 +141,12 @@ class _ReportingAgent(AbstractAgent):
 
     strategy = ""
 
-    def __init__(
-        self, agents: Sequence[AbstractAgent], name: Optional[str] = None, timeout: Optional[float] = None
-    ) -> None:
+    def __init__(self, agents: Sequence[AbstractAgent], name: str | None = None, timeout: float | None = None) -> None:
         super().__init__(name)
         self.agents = tuple(agents)
         self.timeout = timeout
 
-    async def run(self, prompt: str) -> tuple[Optional[Outcome], Sequence[Outcome]]:
+    async def run(self, prompt: str) -> tuple[Outcome | None, Sequence[Outcome]]:
         raise NotImplementedError
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
@@ -165,7 +163,7 @@ class RaceAgent(_ReportingAgent):
     name = "race"
     strategy = "race"
 
-    async def run(self, prompt: str) -> tuple[Optional[Outcome], Sequence[Outcome]]:
+    async def run(self, prompt: str) -> tuple[Outcome | None, Sequence[Outcome]]:
         result: RaceResult = await race(self.agents, prompt, timeout=self.timeout, caller=self.name)
         return result.winner, result.outcomes
 
@@ -174,7 +172,7 @@ class FallbackAgent(_ReportingAgent):
     name = "fallback"
     strategy = "fallback"
 
-    async def run(self, prompt: str) -> tuple[Optional[Outcome], Sequence[Outcome]]:
+    async def run(self, prompt: str) -> tuple[Outcome | None, Sequence[Outcome]]:
         result: FallbackResult = await fallback(self.agents, prompt, timeout=self.timeout, caller=self.name)
         return result.winner, result.outcomes
 
@@ -185,7 +183,7 @@ class ChainAgent(_ReportingAgent):
     name = "chain"
     strategy = "chain"
 
-    async def run(self, prompt: str) -> tuple[Optional[Outcome], Sequence[Outcome]]:
+    async def run(self, prompt: str) -> tuple[Outcome | None, Sequence[Outcome]]:
         outcomes = await chain(self.agents, prompt, timeout=self.timeout, caller=self.name)
         last = outcomes[-1] if outcomes and all(o.ok for o in outcomes) else None
         return last, outcomes
@@ -193,19 +191,28 @@ class ChainAgent(_ReportingAgent):
 
 # What the tests run: factories, so that every test (and every server) gets fresh agents.
 
+
 def make_race() -> RaceAgent:
     """A fast winner, a failure that comes first, and two agents that hang until cancelled."""
     return RaceAgent(
-        [HangingAgent("slow-1"), FailingAgent("broken"), SlushAgent("quick", after_started=("slow-1", "slow-2")),
-         HangingAgent("slow-2")]
+        [
+            HangingAgent("slow-1"),
+            FailingAgent("broken"),
+            SlushAgent("quick", after_started=("slow-1", "slow-2")),
+            HangingAgent("slow-2"),
+        ]
     )
 
 
 def make_fallback() -> FallbackAgent:
     """The first fails after publishing slush, the second raises, the third succeeds."""
     return FallbackAgent(
-        [FailingAgent("first", publish={"tried": "first", "partial": 1}), FailingAgent("second", mode="raise"),
-         SlushAgent("third"), SlushAgent("never")]
+        [
+            FailingAgent("first", publish={"tried": "first", "partial": 1}),
+            FailingAgent("second", mode="raise"),
+            SlushAgent("third"),
+            SlushAgent("never"),
+        ]
     )
 
 

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Sequence
+from collections.abc import Sequence
 
-from app import AbstractAgent, Query, ResponseHandler, Session
-from app import FunctionModel, ScriptedCall, ScriptedReply
+from app import (
+    AbstractAgent,
+    CallPolicy,
+    FunctionModel,
+    HandoffLimits,
+    HostAgent,
+    Query,
+    ResponseHandler,
+    ScriptedCall,
+    ScriptedReply,
+    Session,
+    Specialist,
+    call_agent,
+)
 from app.llm.messages import ChatMessage, ToolSpec
-from app import CallPolicy, HandoffLimits, HostAgent, Specialist, call_agent
 from app.orchestration.forwarding import Forwarder
 
 
@@ -20,7 +31,7 @@ class Speaker(AbstractAgent):
         self.words = list(words)
         self.pause = pause
         self.started = asyncio.Event()  # set per run; tests that need it make a fresh agent
-        self.wait_for: "Speaker | None" = None
+        self.wait_for: Speaker | None = None
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
         self.started.set()
@@ -79,7 +90,9 @@ def handing_off(*targets: str, preamble: str = "Let me hand this over.", task: s
         if not targets:
             return ScriptedReply(text="A direct answer, streamed word by word.")
         arguments = [{"reason": f"{t} fits", **({"task": task} if task else {})} for t in targets]
-        return ScriptedReply(text=preamble, tool_calls=tuple(ScriptedCall(t, a) for t, a in zip(targets, arguments)))
+        return ScriptedReply(
+            text=preamble, tool_calls=tuple(ScriptedCall(t, a) for t, a in zip(targets, arguments, strict=False))
+        )
 
     return FunctionModel(reply)
 
@@ -94,6 +107,7 @@ def make_host(*targets: str, **options) -> HostAgent:
 
 
 # Factories for `ASSIST_AGENT=tests.orchestration.host_agents:<name>`.
+
 
 def direct_host() -> HostAgent:
     return make_host()

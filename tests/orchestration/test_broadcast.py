@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app import Agent
-from app import CallPolicy, DataSlush
+from app import Agent, CallPolicy, DataSlush
 from app.orchestration.broadcast import broadcast_all, chain, fallback, race
 from tests.orchestration.broadcast_agents import (
     FailingAgent,
@@ -43,6 +42,7 @@ def statuses(outcomes) -> list[tuple[str, str]]:
 
 
 # broadcast_all
+
 
 async def test_broadcast_all_runs_every_agent_and_reports_each_failure_in_order():
     agents = [SlushAgent("a", delay=0.02), FailingAgent("b"), FailingAgent("c", mode="raise"), SlushAgent("d")]
@@ -83,14 +83,23 @@ async def test_cancelling_the_caller_cancels_every_agent(strategy, tmp_path):
 
 # race
 
+
 async def test_race_the_first_success_wins_and_the_losers_are_cancelled(tmp_path):
-    agents = [HangingAgent("slow-1"), FailingAgent("broken"), SlushAgent("quick", after_started=("slow-1", "slow-2")),
-              HangingAgent("slow-2")]
+    agents = [
+        HangingAgent("slow-1"),
+        FailingAgent("broken"),
+        SlushAgent("quick", after_started=("slow-1", "slow-2")),
+        HangingAgent("slow-2"),
+    ]
     result = await race(agents, f"go markers={tmp_path}")
     assert result.winner is not None and result.winner.agent == "quick" and result.winner.result.text == "quick answers"
     # "broken" failed before the winner answered: a failure does not end the race.
-    assert statuses(result.outcomes) == [("slow-1", "cancelled"), ("broken", "failed"), ("quick", "ok"),
-                                         ("slow-2", "cancelled")]
+    assert statuses(result.outcomes) == [
+        ("slow-1", "cancelled"),
+        ("broken", "failed"),
+        ("quick", "ok"),
+        ("slow-2", "cancelled"),
+    ]
     assert (tmp_path / "slow-1.cancelled").exists() and (tmp_path / "slow-2.cancelled").exists()
     assert not others()
 
@@ -100,12 +109,16 @@ async def test_a_race_nobody_wins_has_no_winner():
     assert result.winner is None and statuses(result.outcomes) == [("x", "failed"), ("y", "failed")]
 
 
-
 # fallback
 
+
 async def test_fallback_passes_each_failures_slush_on_until_one_succeeds():
-    agents = [FailingAgent("first", publish={"tried": "first"}), FailingAgent("second", mode="raise"),
-              SlushAgent("third"), SlushAgent("never")]
+    agents = [
+        FailingAgent("first", publish={"tried": "first"}),
+        FailingAgent("second", mode="raise"),
+        SlushAgent("third"),
+        SlushAgent("never"),
+    ]
     result = await fallback(agents, "help")
     assert statuses(result.outcomes) == [("first", "failed"), ("second", "failed"), ("third", "ok")]
     first, second, third = result.outcomes
@@ -133,6 +146,7 @@ async def test_a_fallback_where_every_agent_fails_has_no_winner():
 
 
 # chain
+
 
 async def test_a_slush_chain_of_three_each_sees_the_previous_ones_slush():
     a, b, c = await chain([SlushAgent("A"), SlushAgent("B"), SlushAgent("C")], "plan a trip", caller="planner")
@@ -166,6 +180,7 @@ async def test_slush_lives_in_the_request_not_on_the_agents():
 
 # The orchestrators, through the facade and through a real /assist stream
 
+
 def summary_of(events: list[dict]) -> dict:
     (summary,) = [event["content"] for event in events if event["event_name"] == "SUMMARY"]
     return summary
@@ -174,7 +189,10 @@ def summary_of(events: list[dict]) -> dict:
 def check_race(summary: dict, text: str, markers: Path) -> None:
     assert summary["winner"] == "quick" and text == "quick answers"
     assert [(o["agent"], o["status"]) for o in summary["outcomes"]] == [
-        ("slow-1", "cancelled"), ("broken", "failed"), ("quick", "ok"), ("slow-2", "cancelled")
+        ("slow-1", "cancelled"),
+        ("broken", "failed"),
+        ("quick", "ok"),
+        ("slow-2", "cancelled"),
     ]
     for name in ("slow-1", "slow-2"):
         assert wait_for_file(markers / f"{name}.cancelled", timeout=10) == "cancelled"
@@ -183,9 +201,11 @@ def check_race(summary: dict, text: str, markers: Path) -> None:
 def check_fallback(summary: dict, text: str) -> None:
     assert summary["winner"] == "third" and text == "third answers after second"
     first, second, third = summary["outcomes"]
-    assert second["upstream"] == first["slush"] == {
-        "source_agent": "first", "signals": {"tried": "first", "partial": 1}, "confidence": 0.4
-    }
+    assert (
+        second["upstream"]
+        == first["slush"]
+        == {"source_agent": "first", "signals": {"tried": "first", "partial": 1}, "confidence": 0.4}
+    )
     assert third["upstream"]["signals"]["failed"] is True and third["upstream"]["source_agent"] == "second"
 
 

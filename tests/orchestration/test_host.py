@@ -9,9 +9,7 @@ from typing import Any
 
 import pytest
 
-from app import Agent
-from app import ScriptedCall, ScriptedModel, ScriptedReply
-from app import CallPolicy, HandoffLimits, HostAgent, Specialist
+from app import Agent, CallPolicy, HandoffLimits, HostAgent, ScriptedCall, ScriptedModel, ScriptedReply, Specialist
 from app.runtime.errors import ModelProviderError
 from tests.orchestration import host_agents
 from tests.orchestration.host_agents import Speaker, make_host
@@ -19,7 +17,15 @@ from tests.server.test_stream_guarantees import assert_streams_completed, assert
 from tests.support.server import running_server
 from tests.support.sse import new_body, read_stream
 
-FACTORIES = ["direct_host", "two_handoffs_host", "unknown_name_host", "failing_specialist_host", "loop_host", "deep_host", "capped_host"]
+FACTORIES = [
+    "direct_host",
+    "two_handoffs_host",
+    "unknown_name_host",
+    "failing_specialist_host",
+    "loop_host",
+    "deep_host",
+    "capped_host",
+]
 
 
 async def run_in_process(factory: str, prompt: str = "help me"):
@@ -37,6 +43,7 @@ def served():
     servers: dict[str, Any] = {}
     stack = []
     try:
+
         def url_of(factory: str) -> str:
             if factory not in servers:
                 context = running_server({"ASSIST_AGENT": f"tests.orchestration.host_agents:{factory}"})
@@ -87,7 +94,9 @@ async def test_a_hand_off_after_preamble_text_is_not_missed(served):
     ]
     # Each specialist's events arrive under its own source.
     assert text_by_source(stream.events) == {
-        "host": "Let me hand this over.\n\n", "alpha": "alpha speaks first", "beta": "beta speaks second"
+        "host": "Let me hand this over.\n\n",
+        "alpha": "alpha speaks first",
+        "beta": "beta speaks second",
     }
 
 
@@ -105,11 +114,15 @@ async def test_two_hand_offs_run_at_once_and_reach_the_client_in_a_fixed_order()
 
 def test_over_the_wire_two_hand_offs_arrive_in_order_and_callbacks_run_before_the_specialist(served):
     stream = wire(served, "ordered_host")
-    specialist_chunks = [e["source"] for e in stream.events if e["event_name"] == "FINAL_RESPONSE" and e["source"] != "host"]
+    specialist_chunks = [
+        e["source"] for e in stream.events if e["event_name"] == "FINAL_RESPONSE" and e["source"] != "host"
+    ]
     assert specialist_chunks == ["alpha"] * 4 + ["beta"] * 3  # words, then each stream's last chunk
     assert "error" not in stream.names(), "alpha waits for beta to start: an error means they ran one by one"
     reported = wire(served, "callbacks_host")
-    answer = next(e["content"] for e in reported.events if e["source"] == "reporter" and e["event_name"] == "FINAL_RESPONSE")
+    answer = next(
+        e["content"] for e in reported.events if e["source"] == "reporter" and e["event_name"] == "FINAL_RESPONSE"
+    )
     assert answer == "first:reporter,second:reporter"
     names = reported.names()
     assert names.index("HANDOFF") < [i for i, e in enumerate(reported.events) if e["source"] == "reporter"][0]
@@ -208,18 +221,25 @@ async def test_a_call_to_an_unknown_specialist_beside_known_ones_is_an_error_and
     assert "'nobody'" in result.errors[0].message and "alpha" in result.errors[0].message
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "'nobody'" in warnings[0] and "help me" not in warnings[0]
-    documents = [(e["event_name"], json.dumps(e["content"])) for e in result.messages[-1].events
-                 if e["source"] == "host" and e["content_type"] in ("atomic.json", "atomic.error")]
+    documents = [
+        (e["event_name"], json.dumps(e["content"]))
+        for e in result.messages[-1].events
+        if e["source"] == "host" and e["content_type"] in ("atomic.json", "atomic.error")
+    ]
     assert [name for name, _ in documents] == ["error", "HANDOFF", "USAGE"]
     assert documents[1][1] == '{"to_agent": "alpha", "argument": {"reason": "alpha fits", "task": null}}'
 
 
 async def test_every_tool_call_of_the_host_gets_a_tool_message_when_it_answers_itself():
-    model = ScriptedModel([
-        ScriptedReply(text="Let me see.",
-                      tool_calls=(ScriptedCall("nobody", {"reason": "?"}), ScriptedCall("alpha", {"reason": "!"}))),
-        ScriptedReply(text="I answered it myself."),
-    ])
+    model = ScriptedModel(
+        [
+            ScriptedReply(
+                text="Let me see.",
+                tool_calls=(ScriptedCall("nobody", {"reason": "?"}), ScriptedCall("alpha", {"reason": "!"})),
+            ),
+            ScriptedReply(text="I answered it myself."),
+        ]
+    )
     alpha = Specialist(Speaker("alpha", ["a"]), "a")
     host = HostAgent(model=model, specialists=[alpha], limits=HandoffLimits(max_handoffs=0))
     result = await Agent(host).run("x")
@@ -258,8 +278,10 @@ async def test_when_a_model_fails_each_text_stream_ends_once_before_the_error_th
     assert events[-2]["content"]["requests"] == (1 if failing == "host" else 2)
 
 
-@pytest.mark.parametrize("first, second", [("a.b", "a b"), ("web search", "web_search"), ("alpha", "alpha"),
-                                           ("x" * 64 + "1", "x" * 64 + "2")])
+@pytest.mark.parametrize(
+    "first, second",
+    [("a.b", "a b"), ("web search", "web_search"), ("alpha", "alpha"), ("x" * 64 + "1", "x" * 64 + "2")],
+)
 def test_specialists_whose_names_would_share_a_tool_name_are_refused(first, second):
     specialists = [Specialist(Speaker(first, ["1"]), "one"), Specialist(Speaker(second, ["2"]), "two")]
     with pytest.raises(ValueError, match="share the tool name") as refused:

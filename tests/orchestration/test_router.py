@@ -19,8 +19,8 @@ from tests.server.test_stream_guarantees import assert_streams_completed, assert
 from tests.support.server import running_server
 from tests.support.sse import new_body, new_session, read_stream
 
-
 # RouterAgent through the facade
+
 
 def sources(result) -> dict[str, set[str]]:
     """event_name -> the sources it came from, over the run's wire events."""
@@ -96,6 +96,7 @@ async def test_a_routed_agent_cut_by_the_request_time_limit_still_has_its_stream
 
 # RouterAgent through a real /assist stream
 
+
 @pytest.fixture(scope="module")
 def router_server():
     env = {"ASSIST_AGENT": "tests.orchestration.broadcast_agents:make_router", "ASSIST_LOG_LEVEL": "warning"}
@@ -116,7 +117,12 @@ def test_router_over_assist_sends_the_stage_then_the_agents_events_under_its_own
     stage = stream.events[0]
     assert stage["source"] == "chat-processor"
     assert stage["content"] == {
-        "stage": "route", "phase": "end", "capability": "echo", "outcome": "routed", "reason": "default", "counts": {}
+        "stage": "route",
+        "phase": "end",
+        "capability": "echo",
+        "outcome": "routed",
+        "reason": "default",
+        "counts": {},
     }
     assert {e["source"] for e in stream.events[1:-1]} == {"echo"}
     assert "".join(e["content"] for e in stream.events if e["event_name"] == "FINAL_RESPONSE") == "echo: hi there"
@@ -134,7 +140,9 @@ def test_router_over_assist_turns_no_route_and_a_refusal_into_error_events(route
     assert nested.names() == ["STAGE", "STAGE", "error", "done"]
     outer, inner, error = nested.events[:3]
     assert (outer["content"]["capability"], inner["source"], inner["content"]["outcome"]) == (
-        "strict-router", "strict-router", "unrouted"
+        "strict-router",
+        "strict-router",
+        "unrouted",
     )
     assert error["source"] == "strict-router" and error["content"]["error_code"] == 404
     refused = wire(router_server, "forbidden fruit")

@@ -4,7 +4,7 @@ regex searches bounded in time and length."""
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -36,7 +36,10 @@ def test_higher_priority_first_and_ties_keep_the_order_they_were_added_in():
 def test_conditions_are_combined_with_and():
     router = Router(default=FALLBACK)
     router.add(
-        name="all-three", agent=ONE, prompt_pattern=r"(?i)\bweather\b", processor_id="p-1",
+        name="all-three",
+        agent=ONE,
+        prompt_pattern=r"(?i)\bweather\b",
+        processor_id="p-1",
         metadata={"query.is_question": True},
     )
     question = {"query": {"is_question": True}}
@@ -56,7 +59,7 @@ def test_processor_id_must_equal_the_sessions():
 
 
 def test_metadata_keys_are_dot_paths_of_the_context_signals_with_the_callers_fields_over_them():
-    night = datetime(2025, 1, 4, 23, 30, tzinfo=timezone.utc)  # a Saturday
+    night = datetime(2025, 1, 4, 23, 30, tzinfo=UTC)  # a Saturday
     context = build_context("Is it going to rain in Oslo tonight?", now=night)
     metadata = request_metadata(context, {"user": {"tier": "gold"}, "query.word_count": 99})
     assert metadata["temporal.time_of_day"] == "night" and metadata["query.is_question"] is True

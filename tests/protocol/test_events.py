@@ -123,7 +123,7 @@ def pydantic_frame(event, *, escape: bool = False) -> bytes:
     data = ResponseEventAdapter.dump_json(event).decode()
     if escape:
         for char in LINE_BREAKS:
-            data = data.replace(char, "\\u%04x" % ord(char))
+            data = data.replace(char, f"\\u{ord(char):04x}")
     return ("event: " + event.event_name + "\ndata: " + data + "\n\n").encode()
 
 
@@ -258,7 +258,7 @@ def strings_in(value) -> set[str]:
 def assert_escaped_frame(event, text: str, char: str) -> None:
     frame = event.sse_frame()
     assert char not in frame.decode()
-    assert ("\\u%04x" % ord(char)).encode() in frame
+    assert (f"\\u{ord(char):04x}").encode() in frame
     assert frame == pydantic_frame(event, escape=True)
     assert text in strings_in(json.loads(frame_data(frame)))
     assert_round_trips(event)

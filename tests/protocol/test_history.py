@@ -17,22 +17,28 @@ HISTORY_NAMES = {"Message", "as_messages", "assistant_text", "interactions_from"
 
 
 def test_messages_become_interactions_and_read_back_as_the_same_messages():
-    written = as_messages([
-        {"role": "user", "content": "I am Ann."},
-        Message(role="assistant", content="Hi Ann."),
-        {"role": "user", "content": "Who am I?"},
-    ])
+    written = as_messages(
+        [
+            {"role": "user", "content": "I am Ann."},
+            Message(role="assistant", content="Hi Ann."),
+            {"role": "user", "content": "Who am I?"},
+        ]
+    )
     interactions = interactions_from(written, ULID(), "agent-x")
     assert [user_text(i) for i in interactions] == ["I am Ann.", "Who am I?"]
     assert [assistant_text(i) for i in interactions] == ["Hi Ann.", ""]
     read = messages_from(interactions)
     assert [(m.role, m.content) for m in read] == [
-        ("user", "I am Ann."), ("assistant", "Hi Ann."), ("user", "Who am I?")
+        ("user", "I am Ann."),
+        ("assistant", "Hi Ann."),
+        ("user", "Who am I?"),
     ]
     # A hand-written answer travels as the answer stream it would have been: a chunk, the closing chunk, done.
     events = read[1].events
     assert [(e["event_name"], e.get("is_complete"), e.get("content")) for e in events] == [
-        ("FINAL_RESPONSE", False, "Hi Ann."), ("FINAL_RESPONSE", True, ""), ("done", None, None)
+        ("FINAL_RESPONSE", False, "Hi Ann."),
+        ("FINAL_RESPONSE", True, ""),
+        ("done", None, None),
     ]
     assert events[0]["stream_id"] == events[1]["stream_id"] and {e["source"] for e in events} == {"agent-x"}
     assert messages_from(interactions_from(read, ULID(), "agent-x")) == read, "kept events travel as they are"
@@ -46,8 +52,13 @@ def test_an_assistant_message_must_answer_a_user_message():
         interactions_from(as_messages([{"role": "assistant", "content": "hi"}]), ULID(), "agent-x")
     with pytest.raises(ValueError, match=r"history\[2\]"):
         interactions_from(
-            as_messages([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
-                         {"role": "assistant", "content": "c"}]),
+            as_messages(
+                [
+                    {"role": "user", "content": "a"},
+                    {"role": "assistant", "content": "b"},
+                    {"role": "assistant", "content": "c"},
+                ]
+            ),
             ULID(),
             "agent-x",
         )

@@ -10,7 +10,6 @@ from pydantic import ValidationError
 from ulid import ULID
 
 from app import DocumentEvent, DoneEvent, ErrorContent, ErrorEvent, Request, TextBlockEvent, TextChunkEvent
-
 from app.protocol.request import AssistRequest
 from app.protocol.ulid import ULID_PATTERN
 
@@ -195,7 +194,8 @@ def test_malformed_ulid_is_an_error_naming_the_field(path, value):
 
 
 @pytest.mark.parametrize(
-    "path", [p for name, p in ULID_FIELDS.items() if name != "request.root_request_id"],
+    "path",
+    [p for name, p in ULID_FIELDS.items() if name != "request.root_request_id"],
     ids=[name for name in ULID_FIELDS if name != "request.root_request_id"],
 )
 def test_null_in_a_required_ulid_field_is_an_error_naming_the_field(path):
@@ -313,9 +313,13 @@ def ulid_schemas(schema: dict) -> dict:
 def test_json_schema_marks_ulid_fields_as_patterned_strings():
     schemas = ulid_schemas(Request.model_json_schema())
     expected = {
-        "Query.id", "SessionObject.activity_id", "SessionObject.request_id",
-        "AssistRequest.id", "AssistRequest.chatId",
-        "AssistRequest.parent_request_id", "AssistRequest.root_request_id",
+        "Query.id",
+        "SessionObject.activity_id",
+        "SessionObject.request_id",
+        "AssistRequest.id",
+        "AssistRequest.chatId",
+        "AssistRequest.parent_request_id",
+        "AssistRequest.root_request_id",
     }
     assert expected <= set(schemas)
     for name in expected:

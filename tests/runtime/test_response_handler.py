@@ -10,11 +10,24 @@ import pytest
 from pydantic import BaseModel, RootModel
 from ulid import ULID
 
-from app import DocumentEvent, DoneEvent, ErrorContent, ErrorEvent, TextBlockEvent, TextChunkEvent
+from app import (
+    AgentError,
+    DocumentEvent,
+    DoneEvent,
+    ErrorContent,
+    ErrorEvent,
+    Identity,
+    QueueHook,
+    ResponseHandler,
+    ResponseStreamClosedError,
+    Session,
+    TextBlockEvent,
+    TextChunkEvent,
+    TextStreamClosedError,
+)
 from app.protocol.conventions import ToolResultPayload
 from app.protocol.request import Interaction, SessionObject
 from app.protocol.ulid import is_ulid
-from app import AgentError, Identity, QueueHook, ResponseHandler, ResponseStreamClosedError, Session, TextStreamClosedError
 from app.runtime.channel import Channel
 from app.runtime.session import Interactions
 
@@ -283,8 +296,9 @@ async def test_emit_json_rejects_what_is_not_a_json_object(handler, queue, data)
 async def test_emit_json_sends_a_typed_payload_as_the_dict_it_dumps_to(handler, queue):
     payload = ToolResultPayload(id="call-1", name="search", result={"hits": [1, 2.5, "Grüße"]})
     await handler.emit_json("TOOL_RESULT", payload)
-    await handler.emit_json("TOOL_RESULT", {"id": "call-1", "name": "search", "result": {"hits": [1, 2.5, "Grüße"]},
-                                            "error": None})
+    await handler.emit_json(
+        "TOOL_RESULT", {"id": "call-1", "name": "search", "result": {"hits": [1, 2.5, "Grüße"]}, "error": None}
+    )
     typed, written = drain(queue)
     assert type(typed) is DocumentEvent and type(typed.content) is dict
     assert list(typed.content.items()) == list(written.content.items()), "the same fields in the same order"
@@ -459,8 +473,13 @@ async def test_a_watched_run_wakes_its_silent_reader_for_a_keepalive_then_still_
             await handler.respond("FINAL", "at last")
 
     watcher = RunWatcher(time_limit=5, keepalive=0.1)
-    run = Run(SpeaksLate(), Session.new("late"), Query(id="01JDQ4Z8M7T3V5X9A2B4C6D8EF", prompt="p"),
-              watcher=watcher, stats=RunStats("r"))
+    run = Run(
+        SpeaksLate(),
+        Session.new("late"),
+        Query(id="01JDQ4Z8M7T3V5X9A2B4C6D8EF", prompt="p"),
+        watcher=watcher,
+        stats=RunStats("r"),
+    )
     try:
         assert run.take_ready() is None
         await asyncio.wait_for(run.ready(), timeout=1)  # woken with nothing to take: a keepalive
@@ -495,8 +514,13 @@ async def test_a_time_limit_that_cuts_complete_short_still_ends_the_run_with_504
 
     from app.runtime.watcher import RunWatcher
 
-    run = Run(FillsTheChannelThenCompletes(), Session.new("filler"), Query(id="01JDQ4Z8M7T3V5X9A2B4C6D8EF", prompt="p"),
-              watcher=RunWatcher(time_limit=0.2), stats=RunStats("r"))
+    run = Run(
+        FillsTheChannelThenCompletes(),
+        Session.new("filler"),
+        Query(id="01JDQ4Z8M7T3V5X9A2B4C6D8EF", prompt="p"),
+        watcher=RunWatcher(time_limit=0.2),
+        stats=RunStats("r"),
+    )
     await asyncio.sleep(0.5)  # nobody reads while the time limit passes
     events = []
     async with asyncio.timeout(5):

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import httpx
 import pytest
@@ -96,7 +96,9 @@ def test_app_level_and_route_level_dependencies_run_for_assist(with_dependencies
 
 
 def test_the_users_exception_handlers_apply_to_assist(with_dependencies):
-    response = httpx.post(with_dependencies.url + "/bots/showcase/assist", json=new_body("session"), headers={"X-Route": "teapot"})
+    response = httpx.post(
+        with_dependencies.url + "/bots/showcase/assist", json=new_body("session"), headers={"X-Route": "teapot"}
+    )
     assert response.status_code == 418 and response.json() == {"detail": "short and stout"}
 
 
@@ -119,7 +121,9 @@ def test_mounted_with_keys_probes_stay_open_and_assist_and_docs_need_the_key():
         for path in ("/docs", "/openapi.json"):
             assert httpx.get(base + path).status_code == 401, path
         docs = httpx.get(base + "/docs", headers={"Authorization": f"Bearer {KEY}"})
-        assert docs.status_code == 200 and "/agent/openapi.json" in docs.text  # the page finds its schema under the mount
+        assert (
+            docs.status_code == 200 and "/agent/openapi.json" in docs.text
+        )  # the page finds its schema under the mount
         schema = httpx.get(base + "/openapi.json", headers={"Authorization": f"Bearer {KEY}"}).json()
         assert "/assist" in schema["paths"]
 

@@ -15,7 +15,8 @@ import json
 import re
 import socket
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -192,7 +193,7 @@ def bad_ulids(draw) -> str:
     elif kind == "alphabet":  # I L O U, lowercase i l o u, punctuation, non-ASCII
         position = draw(st.integers(0, 25))
         bad = draw(st.sampled_from(list("ILOUilou-_ /+=é٣\u00a0\x00")))
-        value = good[:position] + bad + good[position + 1:]
+        value = good[:position] + bad + good[position + 1 :]
     elif kind == "overflow":  # 26 valid characters, but past 2**128
         value = draw(st.sampled_from("89ABCDEFGHJKMNPQRSTVWXYZ")) + good[1:]
     else:
@@ -208,13 +209,15 @@ def maybe(strategy) -> st.SearchStrategy:
 @st.composite
 def assist_requests(draw) -> dict[str, Any]:
     """A past user request; ids obey the rules (root <= parent < id) when parent is given."""
-    parts = draw(st.lists(
-        st.fixed_dictionaries(
-            {"prompt": echoed_text},
-            optional={"fileIds": st.lists(any_text, max_size=3), "files_ids": st.lists(any_text, max_size=3)},
-        ).map(lambda part: {k: v for k, v in part.items() if not ("fileIds" in part and k == "files_ids")}),
-        max_size=3,
-    ))
+    parts = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {"prompt": echoed_text},
+                optional={"fileIds": st.lists(any_text, max_size=3), "files_ids": st.lists(any_text, max_size=3)},
+            ).map(lambda part: {k: v for k, v in part.items() if not ("fileIds" in part and k == "files_ids")}),
+            max_size=3,
+        )
+    )
     request: dict[str, Any] = {
         draw(st.sampled_from(["chatId", "chat_id"])): draw(ulids()),
         "content": {"request_payload": {"parts": parts}},
@@ -233,12 +236,19 @@ def assist_requests(draw) -> dict[str, Any]:
     return request
 
 
-metadata = maybe(st.dictionaries(
-    any_text,
-    st.one_of(any_text, st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.booleans(),
-              st.lists(any_text, max_size=3)),
-    max_size=16,
-))
+metadata = maybe(
+    st.dictionaries(
+        any_text,
+        st.one_of(
+            any_text,
+            st.integers(),
+            st.floats(allow_nan=False, allow_infinity=False),
+            st.booleans(),
+            st.lists(any_text, max_size=3),
+        ),
+        max_size=16,
+    )
+)
 
 
 @st.composite
@@ -250,8 +260,9 @@ def response_events(draw) -> dict[str, Any]:
     elif kind == "atomic.json":
         event.update(event_name=draw(any_text), content=draw(st.dictionaries(any_text, json_values, max_size=4)))
     elif kind == "chunked.text":
-        event.update(event_name=draw(any_text), stream_id=draw(any_text), is_complete=draw(st.booleans()),
-                     content=draw(any_text))
+        event.update(
+            event_name=draw(any_text), stream_id=draw(any_text), is_complete=draw(st.booleans()), content=draw(any_text)
+        )
     elif kind == "atomic.error":
         content = {"error_message": draw(any_text)}
         if draw(st.booleans()):
@@ -259,11 +270,16 @@ def response_events(draw) -> dict[str, Any]:
         if draw(st.booleans()):
             content["details"] = draw(maybe(st.dictionaries(any_text, json_values, max_size=3)))
         event["content"] = content
-    optional = draw(st.fixed_dictionaries({}, optional={
-        "id": maybe(ulids()),  # an event without an id gets a fresh one, as in 0.3.0
-        "metadata": metadata,
-        "schema_version": any_text,
-    }))
+    optional = draw(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "id": maybe(ulids()),  # an event without an id gets a fresh one, as in 0.3.0
+                "metadata": metadata,
+                "schema_version": any_text,
+            },
+        )
+    )
     event.update(optional)
     return event
 
@@ -313,8 +329,9 @@ def expected_session(body: dict[str, Any]) -> dict[str, Any]:
         "activity_id": session["activity_id"].upper(),
         "request_id": session["request_id"].upper(),
         "interactions": len(past),
-        "prompts": ["\n".join(p["prompt"] for p in i["request"]["event"]["content"]["request_payload"]["parts"])
-                    for i in past],
+        "prompts": [
+            "\n".join(p["prompt"] for p in i["request"]["event"]["content"]["request_payload"]["parts"]) for i in past
+        ],
     }
 
 
@@ -373,16 +390,27 @@ def is_subsequence(needle: tuple, haystack: list) -> bool:
 def wrong_values_for(original: Any) -> st.SearchStrategy:
     """A JSON value of another type than `original`'s (so a string field never gets a string)."""
     kinds = [
-        st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False, allow_infinity=False),
-        any_text, st.lists(json_scalars, max_size=3), st.dictionaries(any_text, json_scalars, max_size=3),
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=False, allow_infinity=False),
+        any_text,
+        st.lists(json_scalars, max_size=3),
+        st.dictionaries(any_text, json_scalars, max_size=3),
     ]
     samples = [None, True, 1, 1.5, "", [], {}]
-    return st.one_of([kind for kind, sample in zip(kinds, samples) if type(sample) is not type(original)])
+    return st.one_of([kind for kind, sample in zip(kinds, samples, strict=False) if type(sample) is not type(original)])
 
 
 # Fields whose absence, or a value of another type, must be a 422 naming exactly that field.
-REQUIRED = {("query",), ("query", "id"), ("query", "prompt"),
-            ("session", "processor_id"), ("session", "activity_id"), ("session", "request_id")}
+REQUIRED = {
+    ("query",),
+    ("query", "id"),
+    ("query", "prompt"),
+    ("session", "processor_id"),
+    ("session", "activity_id"),
+    ("session", "request_id"),
+}
 
 
 @settings(FUZZ, max_examples=60)
@@ -431,7 +459,7 @@ def test_a_valid_but_odd_body_streams_and_the_agent_sees_it_exactly(client, body
         drawn = session["interactions"]
         session["interactions"] = [drawn[i % len(drawn)] for i in range(copies)]
         while len(json_bytes(body, ensure_ascii)) > MAX_BODY:
-            del session["interactions"][len(session["interactions"]) // 2:]
+            del session["interactions"][len(session["interactions"]) // 2 :]
     content = json_bytes(body, ensure_ascii)
     assert len(content) <= MAX_BODY
     stream = post(client, content, JSON_HEADERS)
@@ -449,8 +477,10 @@ def test_an_empty_prompt_is_a_valid_request(client):
     stream = post(client, body, {**JSON_HEADERS, "X-Request-ID": EMPTY_PROMPT_REQUEST_ID})
     assert_answered_properly(stream)
     assert stream.names() == ["error", "done"]
-    assert stream.events[0]["content"]["details"] == {"error_type": "AttributeError",
-                                                      "request_id": EMPTY_PROMPT_REQUEST_ID}
+    assert stream.events[0]["content"]["details"] == {
+        "error_type": "AttributeError",
+        "request_id": EMPTY_PROMPT_REQUEST_ID,
+    }
 
 
 # --- sizes around the body limit ---------------------------------------------------------
@@ -479,7 +509,7 @@ def body_of_exactly(size: int, filler: str) -> bytes:
 def test_a_body_is_served_up_to_the_limit_and_413_past_it(client, size, filler, chunked):
     body = body_of_exactly(size, filler)
     # A generator makes httpx send it chunked, with no Content-Length: counted as it arrives.
-    content = (body[i:i + 7919] for i in range(0, len(body), 7919)) if chunked else body
+    content = (body[i : i + 7919] for i in range(0, len(body), 7919)) if chunked else body
     stream = post(client, content, JSON_HEADERS)
     assert_answered_properly(stream)
     if size <= MAX_BODY:
@@ -494,8 +524,10 @@ def test_a_declared_oversize_body_is_refused_before_it_is_sent(fuzz_server):
     """Content-Length alone decides: the 413 comes back without a byte of the body sent."""
     address = urlsplit(fuzz_server.url)
     with socket.create_connection((address.hostname, address.port), timeout=CLIENT_TIMEOUT) as sock:
-        sock.sendall(b"POST /assist HTTP/1.1\r\nHost: fuzz\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 1000000000\r\n\r\n")
+        sock.sendall(
+            b"POST /assist HTTP/1.1\r\nHost: fuzz\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000000000\r\n\r\n"
+        )
         answer = b""
         while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
             chunk = sock.recv(65536)
@@ -529,12 +561,23 @@ def nested_body(where: str, opener: str, depth: int) -> bytes:
     elif where == "prompt":
         text = '{"query": {"id": "' + GOOD_ID + '", "prompt": ' + nested(opener, depth) + "}}"
     else:  # inside a past JSON event's content, which holds any JSON
-        event = ('{"content_type": "atomic.json", "event_name": "DEEP", "source": "s", "content": {"deep": '
-                 + nested(opener, depth) + "}}")
+        event = (
+            '{"content_type": "atomic.json", "event_name": "DEEP", "source": "s", "content": {"deep": '
+            + nested(opener, depth)
+            + "}}"
+        )
         request = '{"chatId": "' + GOOD_ID + '", "content": {"request_payload": {"parts": []}}}'
-        session = ('{"processor_id": "p", "activity_id": "' + GOOD_ID + '", "request_id": "' + GOOD_ID
-                   + '", "interactions": [{"request": {"event": ' + request + '}, "responses": [{"event": '
-                   + event + "}]}]}")
+        session = (
+            '{"processor_id": "p", "activity_id": "'
+            + GOOD_ID
+            + '", "request_id": "'
+            + GOOD_ID
+            + '", "interactions": [{"request": {"event": '
+            + request
+            + '}, "responses": [{"event": '
+            + event
+            + "}]}]}"
+        )
         text = '{"query": ' + query + ', "session": ' + session + "}"
     return text.encode()
 
@@ -578,11 +621,21 @@ def test_deeply_nested_json_is_refused_or_served_never_a_500(client, where, open
 # Content types whose answer is certain: JSON (by FastAPI's rule: application/json or
 # application/*+json, any case, any parameters) streams; anything else is a 422 that says how to send.
 KNOWN_CONTENT_TYPES = {
-    None: 422, "": 422, "text/plain": 422, "text/json": 422, "application/xml": 422,
-    "application/x-www-form-urlencoded": 422, "multipart/form-data; boundary=xyz": 422, ";;;": 422,
-    "application/": 422, "/json": 422,
-    "application/json": 200, "application/json; charset=utf-8": 200, "APPLICATION/JSON": 200,
-    "application/vnd.api+json": 200, "application/json; charset=latin-1": 200,
+    None: 422,
+    "": 422,
+    "text/plain": 422,
+    "text/json": 422,
+    "application/xml": 422,
+    "application/x-www-form-urlencoded": 422,
+    "multipart/form-data; boundary=xyz": 422,
+    ";;;": 422,
+    "application/": 422,
+    "/json": 422,
+    "application/json": 200,
+    "application/json; charset=utf-8": 200,
+    "APPLICATION/JSON": 200,
+    "application/vnd.api+json": 200,
+    "application/json; charset=latin-1": 200,
 }
 # Header bytes HTTP allows (visible ASCII, space, obs-text 0x80-0xFF), without the outer
 # spaces h11 refuses to send.
@@ -607,9 +660,11 @@ def test_any_content_type_gets_a_stream_or_a_422(client, content_type):
 
 # --- odd headers -------------------------------------------------------------------------
 
-header_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-0123456789", min_size=1, max_size=20).map(
-    lambda name: "X-" + name
-).filter(lambda name: name.lower() != "x-request-id")
+header_names = (
+    st.text(alphabet="abcdefghijklmnopqrstuvwxyz-0123456789", min_size=1, max_size=20)
+    .map(lambda name: "X-" + name)
+    .filter(lambda name: name.lower() != "x-request-id")
+)
 request_ids = st.one_of(
     st.text(alphabet="ABCxyz0123456789._:-", min_size=1, max_size=128),  # echoed as is
     st.text(alphabet="ABCxyz0123456789._:-", min_size=129, max_size=400),  # too long: replaced
@@ -620,10 +675,12 @@ request_ids = st.one_of(
 @settings(FUZZ, max_examples=30)
 @given(
     request_id=maybe(request_ids),
-    authorization=maybe(st.one_of(latin1_header_values,
-                                  latin1_header_values.map(lambda v: (b"Bearer " + v).strip(b" ")))),
-    extra=st.dictionaries(header_names, st.one_of(latin1_header_values, st.integers(1000, 8000).map(
-        lambda n: b"v" * n)), max_size=4),
+    authorization=maybe(
+        st.one_of(latin1_header_values, latin1_header_values.map(lambda v: (b"Bearer " + v).strip(b" ")))
+    ),
+    extra=st.dictionaries(
+        header_names, st.one_of(latin1_header_values, st.integers(1000, 8000).map(lambda n: b"v" * n)), max_size=4
+    ),
 )
 @example(request_id="a" * 129, authorization=b"Bearer " + b"k" * 8000, extra={"X-Long": b"y" * 60_000})
 def test_odd_headers_do_not_disturb_a_valid_request(client, request_id, authorization, extra):
@@ -653,14 +710,19 @@ def bearer_token(value: bytes | None) -> bytes | None:
 
 
 @settings(FUZZ, max_examples=25)
-@given(authorization=maybe(st.one_of(
-    latin1_header_values,
-    latin1_header_values.map(lambda v: (b"Bearer " + v).strip(b" ")),
-    st.tuples(st.sampled_from([b"Bearer", b"bearer", b"BEARER", b"Basic", b"Token"]),
-              st.sampled_from([b" ", b"  "]),
-              st.sampled_from([key.encode() for key in API_KEYS] + [b"fuzz-key-", b"FUZZ-KEY-1", b"fuzz-key-1x"])
-              ).map(b"".join),
-)))
+@given(
+    authorization=maybe(
+        st.one_of(
+            latin1_header_values,
+            latin1_header_values.map(lambda v: (b"Bearer " + v).strip(b" ")),
+            st.tuples(
+                st.sampled_from([b"Bearer", b"bearer", b"BEARER", b"Basic", b"Token"]),
+                st.sampled_from([b" ", b"  "]),
+                st.sampled_from([key.encode() for key in API_KEYS] + [b"fuzz-key-", b"FUZZ-KEY-1", b"fuzz-key-1x"]),
+            ).map(b"".join),
+        )
+    )
+)
 def test_only_a_valid_bearer_key_passes_and_anything_else_is_a_401(keyed_client, authorization):
     headers = dict(JSON_HEADERS)
     if authorization is not None:
@@ -686,12 +748,19 @@ if schemathesis is not None:
     schema = schemathesis.pytest.from_fixture("openapi_schema")
 
     @schema.parametrize()
-    @settings(max_examples=50, deadline=None, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    @settings(
+        max_examples=50,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
     def test_the_service_keeps_to_its_openapi_schema(case):
         body = case.body
-        if isinstance(body, dict) and isinstance(body.get("query"), dict) \
-                and isinstance(body["query"].get("prompt"), str):
+        if (
+            isinstance(body, dict)
+            and isinstance(body.get("query"), dict)
+            and isinstance(body["query"].get("prompt"), str)
+        ):
             # Keep the agent on its quiet behaviour; the generated text still travels.
             body["query"]["prompt"] = "session:" + body["query"]["prompt"]
         excluded = [
@@ -742,8 +811,12 @@ def test_after_all_that_the_servers_still_serve_and_logged_no_traceback(fuzz_ser
     stream = read_stream(fuzz_server.url, {"query": {"id": str(ULID()), "prompt": "session"}}, timeout=CLIENT_TIMEOUT)
     assert_well_ended(stream)
     assert session_answer(stream)["processor_id"] == "scripted"
-    keyed = read_stream(keyed_server.url, {"query": {"id": str(ULID()), "prompt": "session"}},
-                        timeout=CLIENT_TIMEOUT, headers={"Authorization": f"Bearer {API_KEYS[1]}"})
+    keyed = read_stream(
+        keyed_server.url,
+        {"query": {"id": str(ULID()), "prompt": "session"}},
+        timeout=CLIENT_TIMEOUT,
+        headers={"Authorization": f"Bearer {API_KEYS[1]}"},
+    )
     assert_well_ended(keyed)
     metrics = client.get("/metrics").text
     assert re.search(r"^assist_streams_open 0\.0$", metrics, re.M), "a stream is still counted as open"
@@ -751,8 +824,11 @@ def test_after_all_that_the_servers_still_serve_and_logged_no_traceback(fuzz_ser
 
     expected = f"(request {EMPTY_PROMPT_REQUEST_ID})"
     for server in (fuzz_server, keyed_server):
-        unexpected = [r for r in log_records(server.log()) if expected not in r
-                      and ("Traceback" in r or " ERROR " in r or " CRITICAL " in r)]
+        unexpected = [
+            r
+            for r in log_records(server.log())
+            if expected not in r and ("Traceback" in r or " ERROR " in r or " CRITICAL " in r)
+        ]
         assert not unexpected, "\n".join(unexpected)[:5000]
 
 
@@ -767,8 +843,10 @@ def known_bugs_server():
 
 
 def test_a_lone_surrogate_in_processor_id_still_gets_an_answer(known_bugs_server):
-    body = (b'{"query": {"id": "' + GOOD_ID.encode() + b'", "prompt": "session"}, "session": {"processor_id": '
-            b'"\\ud800", "activity_id": "' + GOOD_ID.encode() + b'", "request_id": "' + GOOD_ID.encode() + b'"}}')
+    body = (
+        b'{"query": {"id": "' + GOOD_ID.encode() + b'", "prompt": "session"}, "session": {"processor_id": '
+        b'"\\ud800", "activity_id": "' + GOOD_ID.encode() + b'", "request_id": "' + GOOD_ID.encode() + b'"}}'
+    )
     with httpx.Client(base_url=known_bugs_server.url, timeout=3.0) as http:
         stream = post(http, body, JSON_HEADERS)
     # Fixed, it is either refused (422) or answered with a well-ended stream.
@@ -784,8 +862,10 @@ def test_a_client_that_leaves_mid_body_is_not_counted_as_a_500(known_bugs_server
     before = fives()
     address = urlsplit(known_bugs_server.url)
     with socket.create_connection((address.hostname, address.port), timeout=CLIENT_TIMEOUT) as sock:
-        sock.sendall(b"POST /assist HTTP/1.1\r\nHost: fuzz\r\nContent-Type: application/json\r\n"
-                     b"Content-Length: 1000\r\n\r\n{\"query\"")
+        sock.sendall(
+            b"POST /assist HTTP/1.1\r\nHost: fuzz\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 1000\r\n\r\n{"query"'
+        )
         time.sleep(0.2)
     deadline = time.monotonic() + 5
     while fives() == before and time.monotonic() < deadline:

@@ -97,7 +97,9 @@ def test_a_body_over_the_limit_is_413_before_it_is_parsed(guarded_server):
         for start in range(0, len(payload), 1000):
             yield payload[start : start + 1000]
 
-    response = httpx.post(guarded_server.url + "/assist", content=chunked(), headers={**auth(), "Content-Type": "application/json"})
+    response = httpx.post(
+        guarded_server.url + "/assist", content=chunked(), headers={**auth(), "Content-Type": "application/json"}
+    )
     assert response.status_code == 413
     # A prompt just under the limit is fine.
     assert read_stream(guarded_server.url, new_body("session"), headers=auth()).status == 200
@@ -170,26 +172,40 @@ def test_metrics_count_requests_events_errors_and_disconnects(guarded_server, tm
         text = httpx.get(guarded_server.url + "/metrics").text
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
 
-    before = {n: sample(n) for n in ("assist_agent_errors_total", 'assist_http_requests_total{status="401"}',
-                                     'assist_events_sent_total{content_type="atomic.done"}', "assist_disconnects_total",
-                                     "assist_stream_duration_seconds_count")}
+    before = {
+        n: sample(n)
+        for n in (
+            "assist_agent_errors_total",
+            'assist_http_requests_total{status="401"}',
+            'assist_events_sent_total{content_type="atomic.done"}',
+            "assist_disconnects_total",
+            "assist_stream_duration_seconds_count",
+        )
+    }
     post(guarded_server, new_body("session"))  # 401
     read_stream(guarded_server.url, new_body("raise"), headers=auth())
     with httpx.Client(timeout=10) as client:
-        with client.stream("POST", guarded_server.url + "/assist", json=new_body(f"hang:{tmp_path/'m'}"), headers=auth()) as r:
+        with client.stream(
+            "POST", guarded_server.url + "/assist", json=new_body(f"hang:{tmp_path / 'm'}"), headers=auth()
+        ) as r:
             next(line for line in r.iter_lines() if line.startswith("data: "))
     time.sleep(0.3)
     after = {n: sample(n) for n in before}
     assert after["assist_agent_errors_total"] == before["assist_agent_errors_total"] + 1
     assert after['assist_http_requests_total{status="401"}'] == before['assist_http_requests_total{status="401"}'] + 1
-    assert after['assist_events_sent_total{content_type="atomic.done"}'] >= before['assist_events_sent_total{content_type="atomic.done"}'] + 1
+    assert (
+        after['assist_events_sent_total{content_type="atomic.done"}']
+        >= before['assist_events_sent_total{content_type="atomic.done"}'] + 1
+    )
     assert after["assist_disconnects_total"] == before["assist_disconnects_total"] + 1
     assert after["assist_stream_duration_seconds_count"] >= before["assist_stream_duration_seconds_count"] + 2
     assert sample("assist_streams_open") == 0
 
 
 def test_logs_are_json_lines_one_per_request_without_prompts_or_keys(guarded_server):
-    stream = read_stream(guarded_server.url, new_body(f"session {PROMPT_MARKER}"), headers={**auth(), "X-Request-ID": "trace-abc-123"})
+    stream = read_stream(
+        guarded_server.url, new_body(f"session {PROMPT_MARKER}"), headers={**auth(), "X-Request-ID": "trace-abc-123"}
+    )
     assert stream.headers["x-request-id"] == "trace-abc-123"
     time.sleep(0.2)
     log = guarded_server.log()
@@ -207,11 +223,16 @@ def test_metrics_sum_over_workers():
     bad_requests = 12
     with running_server(args=["--workers", "2"]) as server:
         for _ in range(bad_requests):
-            assert httpx.post(server.url + "/assist", content=b"{", headers={"Content-Type": "application/json"}).status_code == 422
+            assert (
+                httpx.post(
+                    server.url + "/assist", content=b"{", headers={"Content-Type": "application/json"}
+                ).status_code
+                == 422
+            )
         seen = set()
         for _ in range(8):
             text = httpx.get(server.url + "/metrics").text
-            line = next(l for l in text.splitlines() if l.startswith('assist_http_requests_total{status="422"}'))
+            line = next(x for x in text.splitlines() if x.startswith('assist_http_requests_total{status="422"}'))
             seen.add(float(line.rsplit(" ", 1)[1]))
         # Whichever worker answers a scrape, it reports the requests of both (per worker,
         # the kernel's uneven spread of connections shows as differing counts).

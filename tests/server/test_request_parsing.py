@@ -12,8 +12,8 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from app.protocol.request import Request
 from app import create_app, load_settings
+from app.protocol.request import Request
 from app.server.validation import validation_detail
 
 GOOD_ID = "01JDQ4Z8M7T3V5X9A2B4C6D8EF"
@@ -51,11 +51,17 @@ BODIES = [
     (b'{"query": {"id": 5, "prompt": "x"}}', JSON),
     (b'{"session": null}', JSON),
     (b'{"query": {"id": "' + GOOD_ID.encode() + b'", "prompt": "x"}, "session": {"processor_id": "p"}}', JSON),
-    (b'{"query": {"id": "' + GOOD_ID.encode() + b'", "prompt": "x"}, "session": {"processor_id": "p",'
-     b' "activity_id": "01JDQ4Z8M7T3V5X9A2B4C6D8EU", "request_id": "' + GOOD_ID.encode() + b'"}}', JSON),
-    (b'{"query": {"id": "' + GOOD_ID.encode() + b'", "prompt": "x"}, "session": {"processor_id": "p",'
-     b' "activity_id": "' + GOOD_ID.encode() + b'", "request_id": "' + GOOD_ID.encode() + b'",'
-     b' "interactions": [{"request": {}}]}}', JSON),
+    (
+        b'{"query": {"id": "' + GOOD_ID.encode() + b'", "prompt": "x"}, "session": {"processor_id": "p",'
+        b' "activity_id": "01JDQ4Z8M7T3V5X9A2B4C6D8EU", "request_id": "' + GOOD_ID.encode() + b'"}}',
+        JSON,
+    ),
+    (
+        b'{"query": {"id": "' + GOOD_ID.encode() + b'", "prompt": "x"}, "session": {"processor_id": "p",'
+        b' "activity_id": "' + GOOD_ID.encode() + b'", "request_id": "' + GOOD_ID.encode() + b'",'
+        b' "interactions": [{"request": {}}]}}',
+        JSON,
+    ),
 ]
 
 

@@ -23,7 +23,7 @@ def assert_well_ended(stream: Stream) -> None:
     names = stream.names()
     assert names.count("done") == 1 and names[-1] == "done", names
     ids = [event["id"] for event in stream.events]
-    assert all(a < b for a, b in zip(ids, ids[1:])), "event ids must strictly increase"
+    assert all(a < b for a, b in zip(ids, ids[1:], strict=False)), "event ids must strictly increase"
     for frame in stream.frames:
         reference.ResponseEventAdapter.validate_json(frame.data)
     assert b"\nid:" not in stream.raw and not stream.raw.startswith(b"id:")
@@ -155,7 +155,9 @@ def test_an_agent_failing_after_its_client_left_is_logged_with_the_request_id(sc
     marker = tmp_path / "cancelled"
     with httpx.Client(timeout=10) as client:
         headers = {"X-Request-ID": "left-then-failed"}
-        with client.stream("POST", scripted_server.url + "/assist", json=new_body(f"emit-when-cancelled:{marker}"), headers=headers) as response:
+        with client.stream(
+            "POST", scripted_server.url + "/assist", json=new_body(f"emit-when-cancelled:{marker}"), headers=headers
+        ) as response:
             for line in response.iter_lines():
                 if line.startswith("data: "):
                     break
@@ -190,7 +192,7 @@ def test_a_fast_agent_streams_before_it_finishes_and_ids_keep_to_the_clock(scrip
     chunks = [e for e in stream.events if e["content_type"] == "chunked.text" and not e["is_complete"]]
     assert [c["content"] for c in chunks] == [f"{i} " for i in range(count)]
     assert stream.frames[0].received_at < float(finish.read_text()), "the first event waited for the whole answer"
-    for frame, event in zip(stream.frames, stream.events):
+    for frame, event in zip(stream.frames, stream.events, strict=False):
         stamped = ULID.from_str(event["id"]).timestamp
         assert abs(frame.received_at - stamped) < 1.0, "event id time drifted from the wall clock"
 

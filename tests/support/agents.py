@@ -109,14 +109,32 @@ class ScriptedAgent(AbstractAgent):
         await thinking.emit_chunk("Let me ")
         await thinking.emit_chunk("look it up.")
         await thinking.complete()
-        await handler.emit_json("STAGE", {"stage": "search", "phase": "start", "capability": None,
-                                          "outcome": "running", "reason": None, "counts": {}})
+        await handler.emit_json(
+            "STAGE",
+            {
+                "stage": "search",
+                "phase": "start",
+                "capability": None,
+                "outcome": "running",
+                "reason": None,
+                "counts": {},
+            },
+        )
         await handler.emit_json("TOOL_CALL", {"id": "call-1", "name": "search", "arguments": {"q": "weather"}})
         await handler.emit_json("TOOL_CALL", {"id": "call-2", "name": "fetch", "arguments": {"url": "x"}})
         await handler.emit_json("TOOL_RESULT", {"id": "call-1", "name": "search", "result": {"hits": 3}, "error": None})
         await handler.emit_json("TOOL_RESULT", {"id": "call-2", "name": "fetch", "result": None, "error": "timed out"})
-        await handler.emit_json("STAGE", {"stage": "search", "phase": "end", "capability": "web",
-                                          "outcome": "ok", "reason": None, "counts": {"hits": 3}})
+        await handler.emit_json(
+            "STAGE",
+            {
+                "stage": "search",
+                "phase": "end",
+                "capability": "web",
+                "outcome": "ok",
+                "reason": None,
+                "counts": {"hits": 3},
+            },
+        )
         await handler.emit_json("USAGE", {"requests": 1, "input_tokens": 10, "output_tokens": 5, "total_tokens": 15})
         await handler.emit_json("USAGE", {"requests": 1, "input_tokens": 7, "output_tokens": 0, "total_tokens": 7})
         await handler.emit_json("HANDOFF", {"to_agent": "weather", "argument": {"city": "Oslo"}})

@@ -80,9 +80,10 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any, Literal
 
 __all__ = [
     "FakeOpenAI",
@@ -424,7 +425,7 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False  # server_close() does not join handler threads
     allow_reuse_address = True
 
-    fake: "FakeOpenAI"
+    fake: FakeOpenAI
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         import sys
@@ -515,7 +516,10 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         request = self._record()
         if request.path.rstrip("/").endswith("/models"):
-            self._send_json(200, {"object": "list", "data": [{"id": "gpt-test", "object": "model", "created": 0, "owned_by": "fake"}]})
+            self._send_json(
+                200,
+                {"object": "list", "data": [{"id": "gpt-test", "object": "model", "created": 0, "owned_by": "fake"}]},
+            )
         else:
             self._send_error_json(404, f"Unknown path: GET {request.path}", "invalid_request_error")
 
@@ -530,7 +534,9 @@ class _Handler(BaseHTTPRequestHandler):
         reply = self.server.fake._next_reply()
         if reply is None:
             self._send_error_json(
-                500, f"{NO_SCRIPTED_REPLY}: FakeOpenAI got request #{self.server.fake._count} with an empty queue", "fake_openai_error"
+                500,
+                f"{NO_SCRIPTED_REPLY}: FakeOpenAI got request #{self.server.fake._count} with an empty queue",
+                "fake_openai_error",
             )
             return
         if reply.kind == "error":
@@ -558,7 +564,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, reply: Reply, events: list[str]) -> None:
         fake = self.server.fake
-        self._start(200, {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "transfer-encoding": "chunked"})
+        self._start(
+            200,
+            {
+                "content-type": "text/event-stream; charset=utf-8",
+                "cache-control": "no-cache",
+                "transfer-encoding": "chunked",
+            },
+        )
         for number, payload in enumerate(events):
             if reply.stall_after is not None and number == reply.stall_after:
                 fake._sleep(reply.stall_seconds)
@@ -596,7 +609,7 @@ class FakeOpenAI:
 
     # -- lifecycle ---------------------------------------------------------------------
 
-    def start(self) -> "FakeOpenAI":
+    def start(self) -> FakeOpenAI:
         if self._server is not None:
             raise RuntimeError("FakeOpenAI already started")
         self._closing.clear()
@@ -626,7 +639,7 @@ class FakeOpenAI:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def __enter__(self) -> "FakeOpenAI":
+    def __enter__(self) -> FakeOpenAI:
         return self.start()
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -679,7 +692,11 @@ class FakeOpenAI:
     @property
     def completion_requests(self) -> list[RecordedRequest]:
         """Only the ``POST .../chat/completions`` requests."""
-        return [r for r in self.requests if r.method == "POST" and r.path.split("?")[0].rstrip("/").endswith("/chat/completions")]
+        return [
+            r
+            for r in self.requests
+            if r.method == "POST" and r.path.split("?")[0].rstrip("/").endswith("/chat/completions")
+        ]
 
     def wait_for_requests(self, count: int, timeout: float = 5.0) -> list[RecordedRequest]:
         """Block until at least ``count`` requests arrived (e.g. from another process)."""

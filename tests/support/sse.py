@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 from ulid import ULID
@@ -64,8 +65,8 @@ def parse_block(block: bytes, received_at: float, stream: Stream) -> None:
     event_line, data_line = lines
     assert event_line.startswith("event: "), block
     assert data_line.startswith("data: "), block
-    event_name = event_line[len("event: "):]
-    data = data_line[len("data: "):]
+    event_name = event_line[len("event: ") :]
+    data = data_line[len("data: ") :]
     assert json.loads(data)["event_name"] == event_name, block
     stream.frames.append(Frame(event_name, data, received_at))
 
