@@ -8,6 +8,8 @@ import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from typing import Any
 
 from app.registry import available_agents, load_agent
 from app.runtime.errors import AgentNotFoundError, SettingsError
@@ -40,7 +42,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from app.server.logs import log_config
 
-    options = dict(
+    options: dict[str, Any] = dict(
         host=settings.host,
         port=settings.port,
         log_config=log_config(settings.log_format, settings.log_level),
@@ -59,7 +61,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 @contextlib.contextmanager
-def _metrics_shared_across_workers(enabled: bool):
+def _metrics_shared_across_workers(enabled: bool) -> Iterator[None]:
     """Workers write their metrics to one folder, and /metrics in any worker sums them."""
     from app.server.metrics import MULTIPROC_ENV
 
@@ -153,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.run(args)
+    code: int = args.run(args)
+    return code
 
 
 if __name__ == "__main__":

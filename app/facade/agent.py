@@ -10,7 +10,7 @@ async with agent.stream("hi") as events:                   # AgentEvents as they
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import aclosing
 from typing import Any
 from urllib.parse import urlsplit
@@ -99,7 +99,7 @@ class AgentStream:
 
     def __init__(
         self,
-        wire_events: AsyncIterator[Any],
+        wire_events: AsyncGenerator[Any, None],
         builder: ResultBuilder,
         forward: Callable[[Any], Awaitable[None]] | None = None,
     ) -> None:
@@ -182,7 +182,7 @@ class AgentStream:
         """Stop the run if it is still going, and wait until the agent has been told."""
         self._finished = True
         if self._pump is None:
-            await self._wire_events.aclose()  # type: ignore[attr-defined]
+            await self._wire_events.aclose()
         elif not self._pump.done():
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)

@@ -34,6 +34,9 @@ _JSON_KINDS: dict[str, tuple[EventKind, type[BaseModel]]] = {
 }
 
 
+_TEXT_KINDS: dict[str, EventKind] = {names.FINAL_RESPONSE: "text_delta", names.THINKING: "thinking"}
+
+
 class EventReader:
     """Turns each wire event into an AgentEvent with a dense index (None for an empty stream end)."""
 
@@ -49,12 +52,10 @@ class EventReader:
         if isinstance(event, TextChunkEvent):
             if not event.content:
                 return None  # the end of a stream carries nothing to read
-            kind: EventKind = {names.FINAL_RESPONSE: "text_delta", names.THINKING: "thinking"}.get(
-                event.event_name, "text"
-            )
+            kind: EventKind = _TEXT_KINDS.get(event.event_name, "text")
             return self._make(kind, event, text=event.content, stream_id=event.stream_id)
         if isinstance(event, TextBlockEvent):
-            kind = {names.FINAL_RESPONSE: "text_delta", names.THINKING: "thinking"}.get(event.event_name, "text_block")
+            kind = _TEXT_KINDS.get(event.event_name, "text_block")
             return self._make(kind, event, text=event.content)
         if isinstance(event, DocumentEvent):
             kind, data = "document", event.content

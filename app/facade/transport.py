@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
@@ -21,7 +21,7 @@ from app.runtime.watcher import RunWatcher
 
 
 class Transport(Protocol):
-    def events(self, query: Query, session: SessionObject) -> AsyncIterator[Any]:
+    def events(self, query: Query, session: SessionObject) -> AsyncGenerator[Any, None]:
         """The wire events of one run, ending with `done`; closing it early stops the agent."""
         ...
 
@@ -33,8 +33,8 @@ class InProcessTransport:
         self.agent = agent
         self._watcher = RunWatcher(time_limit=timeout)
 
-    async def events(self, query: Query, session: SessionObject) -> AsyncIterator[Any]:
-        run = Run(self.agent, Session(session), query, watcher=self._watcher, stats=RunStats(str(ULID())))
+    async def events(self, query: Query, session: SessionObject) -> AsyncGenerator[Any, None]:
+        run: Run[Any] = Run(self.agent, Session(session), query, watcher=self._watcher, stats=RunStats(str(ULID())))
         try:
             while True:
                 batch = run.take_ready()
@@ -59,7 +59,7 @@ class HttpTransport:
         # Pings keep a live stream talking; a read that waits longer than this is a dead one.
         self._timeout = httpx.Timeout(10.0, read=timeout)
 
-    async def events(self, query: Query, session: SessionObject) -> AsyncIterator[Any]:
+    async def events(self, query: Query, session: SessionObject) -> AsyncGenerator[Any, None]:
         body = {"query": query.model_dump(mode="json"), "session": session.model_dump(mode="json", by_alias=True)}
         async with httpx.AsyncClient(timeout=self._timeout) as client:
             try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from app.protocol.conventions import TokenUsage
 from app.protocol.history import Message
@@ -70,7 +70,7 @@ class ToolSpec:
 
     name: str
     description: str
-    parameters: dict = field(default_factory=dict)
+    parameters: dict[str, Any] = field(default_factory=dict)
 
 
 # A reply's usage is a TokenUsage of its token counts (`requests` is counted by whoever asked).

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-import httpx
 import openai
 from openai import AsyncOpenAI
 
@@ -43,7 +42,7 @@ class OpenAIChatModel:
         self._client = client or AsyncOpenAI(
             base_url=base_url,
             api_key=api_key or _NO_KEY,
-            timeout=httpx.Timeout(timeout, connect=10.0),
+            timeout=openai.Timeout(timeout, connect=10.0),
             max_retries=max_retries,
         )
 

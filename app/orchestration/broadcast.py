@@ -94,20 +94,24 @@ async def run_one(
 ) -> Outcome:
     """One guarded call as an Outcome; it raises only when the caller itself is cancelled."""
     name = agent_name(agent)
-    given = {"agent": name, "upstream_slush": upstream_slush}
     try:
         async with asyncio.timeout(timeout) as deadline:
             call = await call_agent(
                 agent, prompt, history=history, upstream_slush=upstream_slush, caller=caller, policy=policy
             )
     except CallRefused as exc:
-        return Outcome(status="refused", error=str(exc), **given)
+        return Outcome(agent=name, upstream_slush=upstream_slush, status="refused", error=str(exc))
     except TimeoutError as exc:
         if deadline.expired():
-            return Outcome(status="timeout", error=f"no answer within {timeout}s; the call was cancelled", **given)
-        return Outcome(status="failed", error=_describe(exc), **given)
+            return Outcome(
+                agent=name,
+                upstream_slush=upstream_slush,
+                status="timeout",
+                error=f"no answer within {timeout}s; the call was cancelled",
+            )
+        return Outcome(agent=name, upstream_slush=upstream_slush, status="failed", error=_describe(exc))
     except Exception as exc:  # a remote agent that refused the request or cut its stream
-        return Outcome(status="failed", error=_describe(exc), **given)
+        return Outcome(agent=name, upstream_slush=upstream_slush, status="failed", error=_describe(exc))
     result = call.result
     if result.cancelled:
         status: Status = "cancelled"
@@ -116,7 +120,9 @@ async def run_one(
         status, error = "failed", "; ".join(f"{e.message} ({e.code})" for e in result.errors)
     else:
         status, error = "ok", None
-    return Outcome(status=status, result=result, error=error, slush=call.slush, **given)
+    return Outcome(
+        agent=name, upstream_slush=upstream_slush, status=status, result=result, error=error, slush=call.slush
+    )
 
 
 def _describe(exc: BaseException) -> str:

@@ -255,4 +255,4 @@ def _equal(actual: Any, wanted: Any) -> bool:
     # True must not match 1, nor a list a tuple of other items: equal means equal in kind.
     if isinstance(actual, bool) or isinstance(wanted, bool):
         return isinstance(actual, bool) and isinstance(wanted, bool) and actual == wanted
-    return _normal(actual) == _normal(wanted)
+    return bool(_normal(actual) == _normal(wanted))

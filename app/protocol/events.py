@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, Field, TypeAdapter
 
@@ -20,20 +20,20 @@ from app.protocol.ulid import EventId
 
 SCHEMA_VERSION = "1.0"
 DEFAULT_ERROR_CODE = 500
-ERROR_EVENT_NAME = "error"
-DONE_EVENT_NAME = "done"
+ERROR_EVENT_NAME: Final = "error"
+DONE_EVENT_NAME: Final = "done"
 MAX_METADATA_KEYS = 16
 
-TEXTBLOCK = "atomic.textblock"
-JSON = "atomic.json"
-TEXT_STREAM = "chunked.text"
-ERROR = "atomic.error"
-DONE = "atomic.done"
+TEXTBLOCK: Final = "atomic.textblock"
+JSON: Final = "atomic.json"
+TEXT_STREAM: Final = "chunked.text"
+ERROR: Final = "atomic.error"
+DONE: Final = "atomic.done"
 
 MetadataValue = str | int | float | bool | list[str]
 
 
-def _check_metadata(value: dict[str, MetadataValue] | None):
+def _check_metadata(value: dict[str, MetadataValue] | None) -> dict[str, MetadataValue] | None:
     if value is not None and len(value) > MAX_METADATA_KEYS:
         raise ValueError(f"metadata holds at most {MAX_METADATA_KEYS} keys, got {len(value)}")
     return value
@@ -79,7 +79,8 @@ def _encode(frame: str) -> bytes:
         return frame.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
 
 
-def _head(content_type: str, event_name: str, id: str, source: str, metadata) -> str:
+def _head(content_type: str, event_name: str, id: str | None, source: str, metadata: dict[str, Any] | None) -> str:
+    assert id is not None, "an event is framed once its hook has given it an id"
     return (
         '{"content_type":"'
         + content_type
@@ -179,7 +180,9 @@ class TextChunkEvent:
         content = _dumps(self.content)
         if _LINE_BREAKS_JSON_KEEPS.search(content) is not None:
             content = _LINE_BREAKS_JSON_KEEPS.sub(_escape_line_breaks, content)
-        return _encode(template[0] + self.id + template[1] + content + "}\n\n")
+        event_id = self.id
+        assert event_id is not None, "an event is framed once its hook has given it an id"
+        return _encode(template[0] + event_id + template[1] + content + "}\n\n")
 
 
 # (event_name, source, stream_id, is_complete) -> the frame's text before the id, and between

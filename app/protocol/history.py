@@ -90,9 +90,9 @@ def interactions_from(messages: tuple[Message, ...], chat_id: ULID, source: str)
 
 
 def _request(prompt: str, chat_id: ULID) -> AssistRequest:
-    part = AssistRequestContentPart(prompt=prompt, files_ids=[])
+    part = AssistRequestContentPart(prompt=prompt, fileIds=[])
     content = AssistRequestContent(request_payload=AssistRequestContentParts(parts=[part]))
-    return AssistRequest(id=ULID(), chat_id=chat_id, content=content)
+    return AssistRequest(id=ULID(), chatId=chat_id, content=content)
 
 
 def _events_for_text(text: str, source: str) -> list[dict[str, Any]]:

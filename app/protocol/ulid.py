@@ -35,7 +35,8 @@ def _to_ulid_str(value: Any) -> str:
         return str(value)
     if not is_ulid(value):
         raise ValueError(_MESSAGE)
-    return value.upper()
+    text: str = value
+    return text.upper()
 
 
 # A ULID object, as the 0.3.0 package hands ids to agents (query.id, session.activity_id).

@@ -14,6 +14,8 @@ ProcessorError                  base of them all (as in sentient-agent-framework
     └── UsageLimitExceeded      a language-model run reached its UsageLimits
 """
 
+from typing import Any
+
 
 class ProcessorError(Exception):
     """Base class of the framework's exceptions."""
@@ -50,7 +52,7 @@ class RemoteAgentError(ProcessorError):
 class ModelProviderError(ProcessorError):
     """The language model's provider failed; `error_code` and `details` are what the user is shown."""
 
-    def __init__(self, message: str, error_code: int = 502, details: dict | None = None) -> None:
+    def __init__(self, message: str, error_code: int = 502, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.error_code = error_code

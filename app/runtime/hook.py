@@ -23,7 +23,7 @@ class QueueHook:
 
     def __init__(
         self,
-        queue: asyncio.Queue,
+        queue: asyncio.Queue[Any],
         id_generator: MonotonicUlid | None = None,
         timeout_ms: int | None = None,
     ) -> None:

@@ -165,7 +165,7 @@ class ResponseHandler:
         self._closing = [*self._last_chunks(), DoneEvent(source=self._source)]
         while self._closing:
             await self._hook.emit(self._closing[0])
-            self._closing.pop(0)  # type: ignore[union-attr]
+            self._closing.pop(0)
 
     def _last_chunks(self) -> list[TextChunkEvent]:
         """The closing chunk of every stream still open: this agent's, and those it forwarded."""
@@ -182,12 +182,12 @@ class ResponseHandler:
         """
         if self._is_complete:
             # complete() began and was cut short: what it had still to send, the error before `done`.
-            events, self._closing = list(self._closing), ()
-            if events and error is not None:
-                events.insert(len(events) - 1, ErrorEvent(source=self._source, content=error))
-            return events
+            unsent, self._closing = list(self._closing), ()
+            if unsent and error is not None:
+                unsent.insert(len(unsent) - 1, ErrorEvent(source=self._source, content=error))
+            return unsent
         self._is_complete = True
-        events = self._last_chunks()
+        events: list[Any] = list(self._last_chunks())
         if error is not None:
             events.insert(0 if error_first else len(events), ErrorEvent(source=self._source, content=error))
         events.append(DoneEvent(source=self._source))

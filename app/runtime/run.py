@@ -82,7 +82,8 @@ class ChannelHook(Generic[T]):
         self._counts = stats.events_by_type
 
     def encode(self, event: Any) -> T:
-        return event
+        item: T = event  # the base hook puts the event itself
+        return item
 
     async def emit(self, event: Any) -> None:
         channel = self._channel
@@ -208,7 +209,7 @@ class Run(Generic[T]):
         if not self.task.done():
             self.task.cancel()
 
-    def _after_agent(self, task: asyncio.Task) -> None:
+    def _after_agent(self, task: asyncio.Task[Any]) -> None:
         """However the agent's task ended, the run ends with `done`, after an `error` when it
         failed, timed out or was refused a call. When the run was ended on purpose (the reader
         left, shutdown) nothing more is sent, and when `done` is already out, nothing either:
@@ -231,7 +232,7 @@ class Run(Generic[T]):
             logger.exception("could not send the closing events (request %s)", stats.request_id)
         self._channel.close()
 
-    def _cancelled(self) -> ErrorContent:
+    def _cancelled(self) -> ErrorContent | None:
         """The `error` for an agent task cancelled while its run was open: the time limit's doing,
         or else the agent raised CancelledError itself."""
         stats = self.stats

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uvicorn
+from fastapi import FastAPI
 
 from app.runtime.agent import AbstractAgent
 from app.server.app import create_app
@@ -17,7 +18,7 @@ class DefaultServer:
         self._app = create_app(load_settings(agent=agent.name), agent=agent)
 
     @property
-    def app(self):
+    def app(self) -> FastAPI:
         return self._app
 
     def run(self, host: str = "0.0.0.0", port: int = 8000) -> None:

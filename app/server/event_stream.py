@@ -6,9 +6,8 @@
 It is an ordinary Starlette `Response` returned by the path operation, so every
 middleware, dependency and exception handler of the app applies to it. It is not
 FastAPI's or sse-starlette's `EventSourceResponse`: both stream from a generator inside
-anyio task groups, which costs a waiting stream 24-32 KB more (about twice in all), and
-send each event on its own, 4-20 times the CPU per event (bench/README.md, "The
-response class").
+anyio task groups, which about doubles what a waiting stream holds, and send each event
+on its own, at several times the CPU per event (bench/README.md, "The response class").
 """
 
 from __future__ import annotations

@@ -32,11 +32,9 @@ def _plain(value: Any) -> str:
 
 
 class JsonFormatter(logging.Formatter):
-    converter = time.gmtime  # timestamps in UTC, marked Z
-
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S") + f".{int(record.msecs):03d}Z",
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),

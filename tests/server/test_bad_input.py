@@ -61,3 +61,17 @@ def test_health_and_docs(scripted_server):
     assert "/assist" in schema["paths"]
     assert schema["components"]["schemas"]["Request"]["examples"][0]["query"]["prompt"]
     assert httpx.get(scripted_server.url + "/docs").status_code == 200
+
+
+def test_the_openapi_schema_describes_assist_from_its_route(scripted_server):
+    schema = httpx.get(scripted_server.url + "/openapi.json").json()
+    operation = schema["paths"]["/assist"]["post"]
+    body = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/Request"}
+    ok = operation["responses"]["200"]
+    assert list(ok["content"]) == ["text/event-stream"]
+    assert ok["content"]["text/event-stream"]["itemSchema"]["required"] == ["event", "data"]
+    assert "done" in ok["description"]
+    assert {"400", "401", "413", "422", "503"} <= set(operation["responses"])
+    # No keys on this server: no security scheme, no Authorize button.
+    assert "security" not in operation and "securitySchemes" not in schema.get("components", {})

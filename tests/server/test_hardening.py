@@ -260,3 +260,14 @@ async def test_while_draining_readyz_and_new_streams_answer_503():
             assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_with_keys_the_openapi_schema_declares_the_bearer_scheme_for_assist(guarded_server):
+    schema = httpx.get(guarded_server.url + "/openapi.json", headers=auth()).json()
+    schemes = schema["components"]["securitySchemes"]
+    assert [scheme["scheme"] for scheme in schemes.values()] == ["bearer"]
+    assert schema["paths"]["/assist"]["post"]["security"] == [{name: []} for name in schemes]
+    for path in ("/healthz", "/readyz", "/metrics"):
+        assert "security" not in schema["paths"][path]["get"], path
+    docs = httpx.get(guarded_server.url + "/docs", headers=auth())
+    assert docs.status_code == 200 and "swagger-ui" in docs.text
