@@ -459,6 +459,18 @@ async def test_session_interactions_iterate_with_for_and_async_for():
     assert [i.request.event.prompt async for i in interactions] == ["first", "second", "third"]
 
 
+async def read_to_the_end(run) -> list:
+    """Every event of `run`, read as the server and the facade read it."""
+    events = []
+    async with asyncio.timeout(5):
+        while (batch := run.take_ready()) != []:
+            if batch is None:
+                await run.ready()
+            else:
+                events += batch
+    return events
+
+
 async def test_a_watched_run_wakes_its_silent_reader_for_a_keepalive_then_still_delivers():
     from app import AbstractAgent
     from app.protocol.request import Query
@@ -484,13 +496,7 @@ async def test_a_watched_run_wakes_its_silent_reader_for_a_keepalive_then_still_
         assert run.take_ready() is None
         await asyncio.wait_for(run.ready(), timeout=1)  # woken with nothing to take: a keepalive
         assert run.take_ready() is None
-        events = []
-        async with asyncio.timeout(5):
-            while (batch := run.take_ready()) != []:
-                if batch is None:
-                    await run.ready()
-                else:
-                    events += batch
+        events = await read_to_the_end(run)
         assert [type(e).__name__ for e in events] == ["TextBlockEvent", "DoneEvent"]
         assert run.stats.outcome == "completed"
     finally:
@@ -522,13 +528,7 @@ async def test_a_time_limit_that_cuts_complete_short_still_ends_the_run_with_504
         stats=RunStats("r"),
     )
     await asyncio.sleep(0.5)  # nobody reads while the time limit passes
-    events = []
-    async with asyncio.timeout(5):
-        while (batch := run.take_ready()) != []:
-            if batch is None:
-                await run.ready()
-            else:
-                events += batch
+    events = await read_to_the_end(run)
     run.reader_left()
     tail = [(type(e).__name__, getattr(e, "is_complete", None)) for e in events[-3:]]
     assert tail == [("TextChunkEvent", True), ("ErrorEvent", None), ("DoneEvent", None)]

@@ -136,10 +136,10 @@ def test_the_agent_sees_the_history_the_session_carries(scripted_server):
     assert stream.events[0]["content"]["prompts"] == ["first turn", "second turn"]
 
 
-def test_a_client_that_disconnects_gets_its_agent_cancelled_within_a_second(scripted_server, tmp_path):
-    marker = tmp_path / "cancelled"
+def assert_a_disconnect_cancels_the_agent_within_a_second(url: str, marker: Path) -> None:
+    """Start a `hang` run, leave after its first event: the agent must be cancelled within a second."""
     with httpx.Client(timeout=10) as client:
-        with client.stream("POST", scripted_server.url + "/assist", json=new_body(f"hang:{marker}")) as response:
+        with client.stream("POST", url + "/assist", json=new_body(f"hang:{marker}")) as response:
             for line in response.iter_lines():
                 if line.startswith("data: "):
                     break
@@ -147,6 +147,10 @@ def test_a_client_that_disconnects_gets_its_agent_cancelled_within_a_second(scri
     cancelled_at = wait_for_file(marker, timeout=3)
     assert cancelled_at is not None, "the agent task was not cancelled after the client left"
     assert float(cancelled_at) - closed_at < 1.0
+
+
+def test_a_client_that_disconnects_gets_its_agent_cancelled_within_a_second(scripted_server, tmp_path):
+    assert_a_disconnect_cancels_the_agent_within_a_second(scripted_server.url, tmp_path / "cancelled")
 
 
 def test_an_agent_failing_after_its_client_left_is_logged_with_the_request_id(scripted_server, tmp_path):
