@@ -71,10 +71,10 @@ def add_routes(
     """Add `POST {path}/assist` for `agent` (else the agent ASSIST_AGENT names) to an app of yours.
 
     `dependencies` run for it, after your app's own; your middleware and exception handlers
-    apply to it as to any of your routes. It brings the key
-    check, the stream and body limits, keepalives, time limit and shutdown of the service
-    (from `settings`, else the environment), and not the service's middleware: no access
-    log or X-Request-ID echo, no CORS and no 422 wording of its own; your app's apply.
+    apply to it as to any of your routes. It brings the key check, the stream and body
+    limits, keepalives, the time limit and the shutdown of the service (from `settings`,
+    else the environment), and not the service's middleware: no access log or X-Request-ID
+    echo, no CORS and no 422 wording of its own; your app's apply.
     """
     settings = settings or load_settings()
     agent = agent or load_agent(settings.agent)

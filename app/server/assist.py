@@ -50,7 +50,7 @@ _SSE_EVENT_SCHEMA = {
 }
 RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {MEDIA_TYPE: {"itemSchema": _SSE_EVENT_SCHEMA}}},
-    400: {"description": "The body cannot be parsed at all (not UTF-8, nested past the parser's limits)."},
+    400: {"description": "The body is not text in UTF-8, -16 or -32, or nests past the parser's limits."},
     401: {"description": "ASSIST_API_KEYS is set and the request has no valid `Authorization: Bearer` key."},
     413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES."},
     422: {"description": "The body is not a valid request; `detail` names each bad field."},
