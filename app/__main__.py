@@ -40,16 +40,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from app.server.logs import log_config
+    from app.server.serving import uvicorn_options
 
-    options: dict[str, Any] = dict(
-        host=settings.host,
-        port=settings.port,
-        log_config=log_config(settings.log_format, settings.log_level),
-        access_log=False,  # ours logs each request, with its request id
-        # A backstop: streams end themselves after ASSIST_SHUTDOWN_GRACE.
-        timeout_graceful_shutdown=int(settings.shutdown_grace) + 5,
-    )
+    options: dict[str, Any] = {"host": settings.host, "port": settings.port, **uvicorn_options(settings)}
     if args.reload or args.workers > 1:
         with _metrics_shared_across_workers(args.workers > 1):
             uvicorn.run("app.main:app", reload=args.reload, workers=None if args.reload else args.workers, **options)

@@ -15,6 +15,7 @@ from app.protocol.events import DoneEvent, parse_event
 from app.protocol.request import Query, SessionObject
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import RemoteAgentError
+from app.runtime.request_context import current_request_id
 from app.runtime.run import Run, RunStats
 from app.runtime.session import Session
 from app.runtime.watcher import RunWatcher
@@ -34,7 +35,9 @@ class InProcessTransport:
         self._watcher = RunWatcher(time_limit=timeout)
 
     async def events(self, query: Query, session: SessionObject) -> AsyncGenerator[Any, None]:
-        run: Run[Any] = Run(self.agent, Session(session), query, watcher=self._watcher, stats=RunStats(str(ULID())))
+        # A sub-agent's run, inside another's, goes by the request id of the run that called it.
+        stats = RunStats(current_request_id() or str(ULID()))
+        run: Run[Any] = Run(self.agent, Session(session), query, watcher=self._watcher, stats=stats)
         try:
             while True:
                 batch = run.take_ready()

@@ -5,6 +5,9 @@ in between: items leave in the order they were made, even with several writer
 tasks. The reader takes everything that is ready at once, so a burst of events
 becomes one write. It holds no task of its own; a stream with nothing to say
 costs a list and, while someone waits, one future.
+
+It is bounded in items and, for items that say their size, in bytes: a reader that
+does not keep up holds at most `max_bytes` (plus the one item that went past it).
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ T = TypeVar("T")
 
 
 class Channel(Generic[T]):
-    __slots__ = ("_items", "_capacity", "_reader", "_writers", "_closed")
+    __slots__ = ("_items", "_capacity", "_max_bytes", "_bytes", "_reader", "_writers", "_closed")
 
-    def __init__(self, capacity: int = 256) -> None:
+    def __init__(self, capacity: int = 256, max_bytes: int = 1 << 20) -> None:
         self._items: list[T] = []
         self._capacity = capacity
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._reader: asyncio.Future[None] | None = None
         self._writers: list[asyncio.Future[None]] | None = None  # made when a writer first waits
         self._closed = False
@@ -31,10 +36,10 @@ class Channel(Generic[T]):
         return self._closed
 
     def has_room(self) -> bool:
-        return len(self._items) < self._capacity
+        return len(self._items) < self._capacity and self._bytes < self._max_bytes
 
     async def wait_for_room(self) -> None:
-        while len(self._items) >= self._capacity:
+        while not self.has_room():
             waiter = asyncio.get_running_loop().create_future()
             if self._writers is None:
                 self._writers = []
@@ -45,8 +50,10 @@ class Channel(Generic[T]):
                 if not waiter.done():
                     waiter.cancel()
 
-    def put_nowait(self, item: T, *, last: bool = False) -> None:
+    def put_nowait(self, item: T, size: int = 0, *, last: bool = False) -> None:
+        """Put `item` (`size` bytes, when the items are bytes), whether there is room or not."""
         self._items.append(item)
+        self._bytes += size
         if last:
             self._closed = True
         self.wake_reader()
@@ -68,6 +75,7 @@ class Channel(Generic[T]):
             return [] if self._closed else None
         items = self._items
         self._items = []
+        self._bytes = 0
         writers = self._writers
         if writers:
             self._writers = None

@@ -26,14 +26,16 @@ from app.runtime.agent import AbstractAgent
 from app.runtime.channel import Channel
 from app.runtime.errors import AgentError, CallRefused, ResponseStreamClosedError
 from app.runtime.ids import MonotonicUlid
+from app.runtime.request_context import context_for_request
 from app.runtime.response_handler import ResponseHandler
 from app.runtime.session import Session
 from app.runtime.watcher import RunWatcher
 
 logger = logging.getLogger("app.run")
 
-# Items waiting to be taken before a fast agent has to wait: backpressure.
+# Items, and bytes of them, waiting to be taken before a fast agent has to wait: backpressure.
 CHANNEL_CAPACITY = 256
+CHANNEL_MAX_BYTES = 1 << 20
 
 AGENT_FAILED_MESSAGE = "The agent failed while answering. The error has been logged."
 TIMEOUT_MESSAGE = "The agent did not finish within the request time limit."
@@ -48,6 +50,7 @@ class RunOutcome(StrEnum):
     COMPLETED = "completed"  # its reader took everything, `done` included
     DISCONNECTED = "disconnected"  # its reader left first
     SHUTDOWN = "shutdown"  # ended by the server shutting down
+    CUT_OFF = "cut_off"  # ended, but its reader was stuck (a client that stopped reading) and was cancelled
 
 
 class RunStats:
@@ -85,6 +88,10 @@ class ChannelHook(Generic[T]):
         item: T = event  # the base hook puts the event itself
         return item
 
+    def size(self, item: T) -> int:
+        """The bytes `item` holds, for the channel's bound in bytes (0: not counted)."""
+        return 0
+
     async def emit(self, event: Any) -> None:
         channel = self._channel
         if not channel.has_room():
@@ -99,7 +106,7 @@ class ChannelHook(Generic[T]):
         except (TypeError, ValueError) as exc:
             raise AgentError(f"event {event.event_name!r} cannot be sent as JSON: {exc}") from None
         self._counts[event.content_type] += 1
-        channel.put_nowait(item, last=type(event) is DoneEvent)
+        channel.put_nowait(item, self.size(item), last=type(event) is DoneEvent)
 
     def _start_ids(self) -> MonotonicUlid:
         self._next_id = MonotonicUlid()
@@ -113,7 +120,8 @@ class ChannelHook(Generic[T]):
         for index, event in enumerate(events):
             event.id = next_id()
             self._counts[event.content_type] += 1
-            self._channel.put_nowait(self.encode(event), last=index == len(events) - 1)
+            item = self.encode(event)
+            self._channel.put_nowait(item, self.size(item), last=index == len(events) - 1)
 
 
 def _assist(agent: AbstractAgent, session: Session, query: Query, handler: ResponseHandler) -> Coroutine[Any, Any, Any]:
@@ -141,7 +149,7 @@ class Run(Generic[T]):
     gives None. Call `reader_left()` when done reading (or leaving early): the agent stops.
     """
 
-    __slots__ = ("stats", "hook", "handler", "task", "_agent_name", "_channel", "_watcher")
+    __slots__ = ("stats", "hook", "handler", "task", "cut_off", "_agent_name", "_channel", "_watcher", "_reader")
 
     def __init__(
         self,
@@ -154,15 +162,22 @@ class Run(Generic[T]):
         make_hook: Callable[[Channel[T], RunStats], ChannelHook[T]] = ChannelHook,
     ) -> None:
         self.stats = stats
-        self._channel: Channel[T] = Channel(CHANNEL_CAPACITY)
+        self._channel: Channel[T] = Channel(CHANNEL_CAPACITY, CHANNEL_MAX_BYTES)
         self.hook = make_hook(self._channel, stats)
         self.handler = ResponseHandler(session.processor_id, self.hook)
         self._agent_name = agent.name
         # The task runs the agent's own coroutine, nothing around it: how it ended is read in
         # _after_agent. Named after the agent: one string for all its runs ("Task-N" is one each).
-        self.task = asyncio.create_task(_assist(agent, session, query, self.handler), name=self._agent_name)
+        # Its context knows the request id (current_request_id()), for what the agent reports.
+        self.task = asyncio.create_task(
+            _assist(agent, session, query, self.handler),
+            name=self._agent_name,
+            context=context_for_request(stats.request_id),
+        )
         self.task.add_done_callback(self._after_agent)
         self._watcher = watcher
+        self._reader = asyncio.current_task()  # who creates a run reads it
+        self.cut_off = False
         watcher.add(self)
 
     def time_out(self) -> None:
@@ -192,6 +207,15 @@ class Run(Generic[T]):
         """Done when there is something to take, or the run ended, or `wake_reader()` (a keepalive)."""
         self._watcher.silent(self)
         return self._channel.ready()
+
+    def cut_off_reader(self) -> None:
+        """The run has ended but its reader has not come back to take the end: it is stuck
+        (writing to a client that does not read). Cancel it; `cut_off` tells it why."""
+        if self._reader is not None and not self._reader.done():
+            self.cut_off = True
+            if self.stats.outcome is RunOutcome.OPEN:
+                self.stats.outcome = RunOutcome.CUT_OFF
+            self._reader.cancel()
 
     def wake_reader(self) -> None:
         self._channel.wake_reader()

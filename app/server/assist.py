@@ -52,6 +52,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {MEDIA_TYPE: {"itemSchema": _SSE_EVENT_SCHEMA}}},
     400: {"description": "The body is not text in UTF-8, -16 or -32, or nests past the parser's limits."},
     401: {"description": "ASSIST_API_KEYS is set and the request has no valid `Authorization: Bearer` key."},
+    408: {"description": "The body did not arrive in full within ASSIST_BODY_TIMEOUT seconds."},
     413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES."},
     422: {"description": "The body is not a valid request; `detail` names each bad field."},
     503: {"description": "At ASSIST_MAX_STREAMS, or shutting down; see `Retry-After`."},
@@ -67,6 +68,7 @@ class Assist:
         self.keys = BearerKeys([key.get_secret_value() for key in settings.api_keys])
         self.gate = StreamGate(settings.max_streams, on_change=metrics.change_open_streams)
         self.max_body_bytes = settings.max_body_bytes
+        self.body_timeout = settings.body_timeout
         self.streams = OpenStreams(
             ping_interval=settings.ping_interval, time_limit=settings.request_timeout, grace=settings.shutdown_grace
         )
@@ -118,7 +120,7 @@ class AssistRoute(APIRoute):
             return
         assist: Assist = self.endpoint.__self__  # type: ignore[attr-defined]
         assist.keys.check(Headers(scope=scope).get("authorization"))
-        body = LimitedBody(receive, assist.max_body_bytes)
+        body = LimitedBody(receive, assist.max_body_bytes, assist.body_timeout)
         body.check_declared(scope)
         # Counted from here, before the body arrives: concurrent requests cannot all pass the
         # limit while their bodies are still coming in.

@@ -7,6 +7,7 @@ from fastapi import FastAPI
 
 from app.runtime.agent import AbstractAgent
 from app.server.app import create_app
+from app.server.serving import uvicorn_options
 from app.server.settings import load_settings
 
 
@@ -22,4 +23,5 @@ class DefaultServer:
         return self._app
 
     def run(self, host: str = "0.0.0.0", port: int = 8000) -> None:
-        uvicorn.run(self._app, host=host, port=port, log_level=self._app.state.settings.log_level)
+        """Serve until SIGTERM or Ctrl-C, as `python -m app serve` does (its logs, limits and grace)."""
+        uvicorn.run(self._app, host=host, port=port, **uvicorn_options(self._app.state.settings))

@@ -13,6 +13,7 @@ on its own, at several times the CPU per event (bench/README.md, "The response c
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from starlette.responses import Response
@@ -36,6 +37,8 @@ SSE_HEADERS = [
 ]
 LISTENER_TASK_NAME = "assist: waiting for the client to leave"
 
+logger = logging.getLogger("app.server")
+
 
 class SseHook(ChannelHook[bytes]):
     """Puts each event on the channel as the bytes of its SSE frame."""
@@ -45,6 +48,9 @@ class SseHook(ChannelHook[bytes]):
     def encode(self, event: Any) -> bytes:
         frame: bytes = event.sse_frame()
         return frame
+
+    def size(self, item: bytes) -> int:
+        return len(item)
 
 
 class EventStream(Response):
@@ -104,6 +110,16 @@ class EventStream(Response):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             except OSError:
                 pass  # the client is gone (servers that raise on a send after a disconnect)
+            except asyncio.CancelledError:
+                if not run.cut_off:
+                    raise
+                # Cut off by the open streams' watcher: the client stopped reading, and the run
+                # has ended. Returning with the response unfinished makes the server close the
+                # connection (uvicorn logs that the response was not completed).
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+                logger.warning("stream cut off: its client stopped reading (request %s)", self.stats.request_id)
             finally:
                 listener.cancel()
         finally:

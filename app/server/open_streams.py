@@ -1,4 +1,5 @@
-"""The /assist streams open in this process: a RunWatcher that also ends them on shutdown."""
+"""The /assist streams open in this process: a RunWatcher that also ends them on shutdown, and
+cuts off a stream whose writer is stuck on a client that does not read."""
 
 from __future__ import annotations
 
@@ -8,11 +9,16 @@ from app.runtime.watcher import RunWatcher
 from app.server.draining import is_draining
 
 SHUTDOWN_MESSAGE = "The server is shutting down; please retry."
+# How long a stream's writer has to send the end of a run ended by its time limit or by the
+# shutdown before it is cut off: a client that reads takes it at once.
+CUT_OFF_AFTER_SECONDS = 1.0
 
 
 class OpenStreams(RunWatcher):
     """Keeps each stream's time limit (`error` 504) and keepalive pings, and once the server
-    shuts down (SIGTERM), ends every stream still open `grace` seconds later (`error` 503)."""
+    shuts down (SIGTERM), ends every stream still open `grace` seconds later (`error` 503).
+    A stream still open a second after either end has a writer blocked on a client that does
+    not read: it is cut off, and its connection closed."""
 
     def __init__(self, *, ping_interval: float, time_limit: float, grace: float) -> None:
         super().__init__(time_limit=time_limit, keepalive=ping_interval)
@@ -26,8 +32,12 @@ class OpenStreams(RunWatcher):
             for run in self.runs:
                 if not run.task.done():
                     details = {"request_id": run.stats.request_id}
-                    run.stop(
-                        ErrorContent(error_message=SHUTDOWN_MESSAGE, error_code=503, details=details),
-                        RunOutcome.SHUTDOWN,
-                    )
+                    error = ErrorContent(error_message=SHUTDOWN_MESSAGE, error_code=503, details=details)
+                    run.stop(error, RunOutcome.SHUTDOWN)
+                elif now >= self._drain_started + self._grace + CUT_OFF_AFTER_SECONDS:
+                    run.cut_off_reader()
+        cut_off_before = now - self.time_limit - CUT_OFF_AFTER_SECONDS
+        for run in self.runs:
+            if run.stats.started <= cut_off_before and run.task.done():
+                run.cut_off_reader()
         super().look_after(now)

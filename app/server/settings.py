@@ -36,6 +36,13 @@ class Settings(BaseSettings):
     )
     max_streams: int = Field(1000, ge=1, description="Concurrent /assist streams before 503.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Request body cap before 413.")
+    body_timeout: float = Field(10, gt=0, description="Seconds a request body may take to arrive before 408.")
+    header_timeout: float = Field(
+        5, gt=0, description="Seconds a request's header block may take to arrive before 408 (python -m app serve)."
+    )
+    max_header_bytes: int = Field(
+        65_536, ge=1024, description="A request's header block cap before 431 (python -m app serve)."
+    )
     shutdown_grace: float = Field(30, ge=0, description="Seconds in-flight streams get on shutdown.")
     log_format: Literal["text", "json"] = Field("text", description="`text` or `json` lines.")
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = Field(
