@@ -23,6 +23,7 @@ from app.protocol.history import messages_from
 from app.protocol.request import Query
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import ModelProviderError, UsageLimitExceeded
+from app.runtime.request_context import current_request_id
 from app.runtime.response_handler import ResponseHandler
 from app.runtime.session import Session
 
@@ -70,7 +71,7 @@ class LLMAgent(AbstractAgent):
         streams = ReplyStreams(response_handler)
         usage, failure = await self._loop(messages, response_handler, streams)
         if failure is not None:
-            logger.warning("model %s stopped: %s", self.model.name, failure.message)
+            logger.warning("model %s stopped: %s (request %s)", self.model.name, failure.message, current_request_id())
         await finish_run(response_handler, streams, usage, failure)
 
     async def _loop(

@@ -142,7 +142,12 @@ def test_a_429_that_persists_is_a_429_error_with_the_retry_hint(assistant_server
     stream = read_stream(assistant_server.url, new_body("hi"))
     assert_well_ended(stream)
     error = next(e["content"] for e in stream.events if e["event_name"] == "error")
-    assert error["error_code"] == 429 and error["details"] == {"retry_after": "1", "retry_after_ms": "1"}
+    assert error["error_code"] == 429 and error["details"] == {
+        "status": 429,
+        "request_id": stream.headers["x-request-id"],
+        "retry_after": "1",
+        "retry_after_ms": "1",
+    }
 
 
 def test_rejected_credentials_are_a_502_that_says_so_without_the_key(assistant_server, model):
