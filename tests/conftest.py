@@ -1,5 +1,8 @@
 """Servers shared by the test packages: started once per session, on loopback."""
 
+import logging
+from collections.abc import Iterator
+
 import pytest
 
 from tests.support.server import running_server
@@ -24,3 +27,34 @@ def scripted_server():
 def showcase_server():
     with running_server() as server:
         yield server
+
+
+@pytest.fixture()
+def model(model_server):
+    """The module's fake OpenAI server, emptied; every scripted reply must have been asked for."""
+    model_server.reset()
+    yield model_server
+    assert model_server.pending == 0, "the test scripted replies nobody asked for"
+
+
+class Records(logging.Handler):
+    """Keeps the records it is given."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture()
+def llm_log() -> Iterator[list[logging.LogRecord]]:
+    """The records of the app.llm logger, whatever logging was configured before."""
+    handler = Records()
+    logger = logging.getLogger("app.llm")
+    logger.addHandler(handler)
+    try:
+        yield handler.records
+    finally:
+        logger.removeHandler(handler)

@@ -37,13 +37,6 @@ def assistant_server(model_server):
         yield server
 
 
-@pytest.fixture()
-def model(model_server):
-    model_server.reset()
-    yield model_server
-    assert model_server.pending == 0, "the test scripted replies the agent never asked for"
-
-
 def assert_no_secret(stream, server) -> None:
     assert SECRET_KEY.encode() not in stream.raw
     assert SECRET_KEY not in server.log()

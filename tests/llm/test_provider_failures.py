@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -49,13 +48,6 @@ def service(model_server):
     }
     with running_server(env) as server:
         yield server
-
-
-@pytest.fixture()
-def model(model_server):
-    model_server.reset()
-    yield model_server
-    assert model_server.pending == 0, "the test scripted replies the agent never asked for"
 
 
 def ask(service, headers: dict[str, str] | None = None) -> tuple[Stream, dict[str, Any]]:
@@ -179,29 +171,6 @@ def test_a_stalled_provider_did_not_answer_in_time(service, model):
 
 
 # In this process: the run's own request id, and the log record itself.
-
-
-class Records(logging.Handler):
-    """Keeps the records it is given."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.records: list[logging.LogRecord] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.records.append(record)
-
-
-@pytest.fixture()
-def llm_log() -> Iterator[list[logging.LogRecord]]:
-    """The records of the app.llm logger, whatever logging was configured before."""
-    handler = Records()
-    logger = logging.getLogger("app.llm")
-    logger.addHandler(handler)
-    try:
-        yield handler.records
-    finally:
-        logger.removeHandler(handler)
 
 
 async def run_with_request_id(agent: AbstractAgent, request_id: str) -> tuple[bytes, list[dict[str, Any]]]:

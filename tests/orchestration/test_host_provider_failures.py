@@ -4,9 +4,6 @@ the user's prompt or what the specialists answered."""
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterator
-
 import pytest
 
 from app import HostAgent, OpenAIChatModel, Specialist
@@ -14,7 +11,6 @@ from tests.llm.test_provider_failures import (
     CONFIGURED_KEY,
     LEAKS,
     PROMPT,
-    Records,
     assert_record_leaks_nothing,
     run_with_request_id,
 )
@@ -28,25 +24,6 @@ ANSWER = "ALPHA-ANSWER-5151 the account number is in the drawer"
 def model_server():
     with FakeOpenAI() as server:
         yield server
-
-
-@pytest.fixture()
-def model(model_server):
-    model_server.reset()
-    yield model_server
-    assert model_server.pending == 0, "the test scripted replies the host never asked for"
-
-
-@pytest.fixture()
-def llm_log() -> Iterator[list[logging.LogRecord]]:
-    """The records of the app.llm logger, whatever logging was configured before."""
-    handler = Records()
-    logger = logging.getLogger("app.llm")
-    logger.addHandler(handler)
-    try:
-        yield handler.records
-    finally:
-        logger.removeHandler(handler)
 
 
 def chat_model(server) -> OpenAIChatModel:
