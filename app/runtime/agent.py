@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
+from app.protocol.request import MAX_NAME_LENGTH
+from app.runtime.errors import AgentError
+
 if TYPE_CHECKING:
     from app.protocol.request import Query
     from app.runtime.response_handler import ResponseHandler
@@ -38,6 +41,9 @@ class AbstractAgent(ABC):
             self.name = name
         elif not self.name:
             self.name = type(self).__name__
+        if len(self.name) > MAX_NAME_LENGTH:
+            # It is every event's `source`, and a session's processor_id: the wire's limit for those.
+            raise AgentError(f"an agent's name is at most {MAX_NAME_LENGTH} characters, got {len(self.name)}")
 
     @abstractmethod
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
