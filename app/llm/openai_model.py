@@ -2,19 +2,31 @@
 
 One class for OpenAI, Fireworks, Together, Groq, OpenRouter, vLLM, LM Studio and
 Ollama: they differ only in `base_url`, key and model name.
+
+The stream is read with aiohttp, line by line, and each chunk parsed with orjson: the openai
+SDK's per-chunk pydantic models and HTTP stack cost more than twice as much CPU per token
+(bench/llm_stream_micro.py). Retries and their delays follow the openai client's.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import logging
-from collections.abc import AsyncIterator, Iterator, Sequence
+import math
+import os
+import random
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
-import openai
-from openai import AsyncOpenAI
+import aiohttp
+import orjson
+from aiohttp.http_exceptions import LineTooLong
 
+from app.llm.http_sessions import SessionPerLoop
 from app.llm.messages import ChatMessage, ModelEvent, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
 from app.llm.model import ModelSettings
 from app.llm.redaction import masked_excerpt
@@ -24,17 +36,23 @@ from app.runtime.request_context import current_request_id
 
 logger = logging.getLogger("app.llm")
 
-# Local servers (Ollama, vLLM, LM Studio) take any key; the client insists on one.
-_NO_KEY = "not-needed"
-_REASONING_FIELDS = ("reasoning_content", "reasoning")
+_OPENAI_BASE_URL = "https://api.openai.com/v1"
+_CONNECT_TIMEOUT = 10.0
+_MAX_CONNECTIONS = 1000  # as the openai client's pool
+_MAX_LINE = 16 * 1024 * 1024  # one SSE line: a chunk can carry a whole tool call's arguments
+_DRAIN_AFTER_DONE = 0.1  # seconds to read the body's end after [DONE], so the connection can be reused
+_INITIAL_RETRY_DELAY = 0.5  # the openai client's backoff: 0.5 s x 2**n, at most 8 s, less up to 25 % jitter
+_MAX_RETRY_DELAY = 8.0
+_MAX_RETRY_AFTER = 120.0  # a provider's Retry-After is honoured up to two minutes; a longer one is not retried
 _MAX_SENT_SCANNED = 100_000  # characters of what we sent that a provider's message is masked against
 _MAX_PROVIDER_MESSAGE = 300  # characters of the provider's message in the log
 _MAX_PROVIDER_FIELD = 80  # of its error's type and code
 
 
 class OpenAIChatModel:
-    """A chat model behind an OpenAI-compatible API. The openai client retries connection
-    errors, 429s and 5xx before the first token, with backoff (`max_retries`).
+    """A chat model behind an OpenAI-compatible API. Connection errors, timeouts, 408, 409, 429
+    and 5xx are retried before the response starts, with backoff (`max_retries`), as the openai
+    client does; `timeout` is how long to wait for each next piece of the answer.
 
     A failure raises ModelProviderError with a short message of ours for its kind, the provider's
     HTTP status and the request id in `details`, never the provider's text (it can quote the
@@ -48,16 +66,20 @@ class OpenAIChatModel:
         api_key: str | None = None,
         timeout: float = 60.0,
         max_retries: int = 2,
-        client: AsyncOpenAI | None = None,
     ) -> None:
         self.name = model
         self._api_key = api_key
-        self._client = client or AsyncOpenAI(
-            base_url=base_url,
-            api_key=api_key or _NO_KEY,
-            timeout=openai.Timeout(timeout, connect=10.0),
-            max_retries=max_retries,
+        base = base_url or os.environ.get("OPENAI_BASE_URL") or _OPENAI_BASE_URL
+        self._url = base.rstrip("/") + "/chat/completions"
+        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if api_key:  # local servers (Ollama, vLLM, LM Studio) need none
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._max_retries = max_retries
+        # The openai client's timeouts: `timeout` for each read and for a place in the pool, 10 s to connect.
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, connect=timeout + _CONNECT_TIMEOUT, sock_connect=_CONNECT_TIMEOUT, sock_read=timeout
         )
+        self._sessions = SessionPerLoop(self, _new_session)
 
     @classmethod
     def from_settings(cls, settings: Any) -> OpenAIChatModel:
@@ -70,6 +92,10 @@ class OpenAIChatModel:
             )
         key = settings.model_api_key.get_secret_value() if settings.model_api_key else None
         return cls(settings.model_name, base_url=settings.model_base_url, api_key=key, timeout=settings.model_timeout)
+
+    async def aclose(self) -> None:
+        """Close the model's connections now; otherwise they close with their event loop."""
+        await self._sessions.aclose()
 
     async def stream(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], settings: ModelSettings
@@ -94,34 +120,34 @@ class OpenAIChatModel:
             request["max_tokens"] = settings.max_tokens
         calls: dict[int, dict[str, str]] = {}
         try:
-            chunks = await self._client.chat.completions.create(**request)
-            async for chunk in chunks:
-                if chunk.usage is not None:
-                    usage = chunk.usage
-                    yield TokenUsage(
-                        input_tokens=usage.prompt_tokens or 0,
-                        output_tokens=usage.completion_tokens or 0,
-                        total_tokens=usage.total_tokens or 0,
-                    )
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    reasoning = _reasoning_of(delta)
-                    if reasoning:
-                        yield ReasoningDelta(reasoning)
-                    if delta.content:
-                        yield TextDelta(delta.content)
-                    for part in delta.tool_calls or ():
-                        call = calls.setdefault(part.index, {"id": "", "name": "", "arguments": ""})
-                        call["id"] = part.id or call["id"]
-                        if part.function is not None:
-                            call["name"] = part.function.name or call["name"]
-                            call["arguments"] += part.function.arguments or ""
-        except openai.APIError as exc:
-            failure = _failure_of(exc)
+            response = await self._open(orjson.dumps(request))
+            async with aclosing(_chunks(response)) as chunks:
+                async for chunk in chunks:
+                    usage = chunk.get("usage")
+                    if usage:
+                        yield TokenUsage(
+                            input_tokens=usage.get("prompt_tokens") or 0,
+                            output_tokens=usage.get("completion_tokens") or 0,
+                            total_tokens=usage.get("total_tokens") or 0,
+                        )
+                    for choice in chunk.get("choices") or ():
+                        delta = choice.get("delta")
+                        if not delta:
+                            continue
+                        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                        if reasoning and isinstance(reasoning, str):
+                            yield ReasoningDelta(reasoning)
+                        content = delta.get("content")
+                        if content and isinstance(content, str):
+                            yield TextDelta(content)
+                        parts = delta.get("tool_calls")
+                        if parts:
+                            _add_call_parts(calls, parts)
+        except _ProviderFailed as failed:
             # Masking reads what we sent, which can be long: off the event loop.
-            fields = await asyncio.to_thread(self._failure_fields, failure, exc, _sent_texts(messages))
-            logger.warning("model provider failed: %s", failure.message, extra={"fields": fields})
-            raise failure.error() from None
+            fields = await asyncio.to_thread(self._failure_fields, failed, _sent_texts(messages))
+            logger.warning("model provider failed: %s", failed.failure.message, extra={"fields": fields})
+            raise failed.failure.error() from None
         # Tool calls come whole, once their last argument piece is in.
         for index in sorted(calls):
             call = calls[index]
@@ -129,26 +155,126 @@ class OpenAIChatModel:
                 id=call["id"] or f"call_{index}", name=call["name"], arguments=call["arguments"] or "{}"
             )
 
-    def _failure_fields(self, failure: _Failure, exc: openai.APIError, sent: list[str]) -> dict[str, Any]:
+    async def _open(self, body: bytes) -> aiohttp.ClientResponse:
+        """The streamed response, its status 2xx: connection errors, timeouts and retryable statuses
+        retried as the openai client does, with its delays."""
+        session = await self._sessions.session()
+        for attempt in range(self._max_retries + 1):
+            retry = attempt < self._max_retries
+            try:
+                response = await session.post(
+                    self._url, data=body, headers=self._headers, timeout=self._timeout, allow_redirects=False
+                )
+            except aiohttp.ClientError as exc:
+                if retry:
+                    await asyncio.sleep(_retry_delay(attempt, None))
+                    continue
+                raise _ProviderFailed.of_transport(exc, None) from None
+            if 200 <= response.status < 300:
+                return response
+            try:
+                text = await response.text(errors="replace")
+            except aiohttp.ClientError as exc:
+                raise _ProviderFailed.of_transport(exc, response) from None
+            finally:
+                response.release()
+            if retry and _should_retry(response.status, response.headers):
+                await asyncio.sleep(_retry_delay(attempt, response.headers))
+                continue
+            raise _ProviderFailed.of_status(response, text)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _failure_fields(self, failed: _ProviderFailed, sent: list[str]) -> dict[str, Any]:
         """The log line's fields, what an operator needs: never the request, and the provider's own
         words with anything like a key, and anything we sent it, masked."""
+        failure, said = failed.failure, failed.said
         fields: dict[str, Any] = {
             "request_id": current_request_id(),
             "model": self.name,
             "kind": failure.kind,
             "status": failure.status,
-            "provider_type": self._masked(exc.type, sent, _MAX_PROVIDER_FIELD) if exc.type else None,
-            "provider_code": self._masked(exc.code, sent, _MAX_PROVIDER_FIELD) if exc.code else None,
-            "provider_request_id": getattr(exc, "request_id", None),
-            "provider_message": self._masked(_provider_message(exc), sent),
+            "provider_type": self._masked(said.type, sent, _MAX_PROVIDER_FIELD) if said.type else None,
+            "provider_code": self._masked(said.code, sent, _MAX_PROVIDER_FIELD) if said.code else None,
+            "provider_request_id": said.request_id,
+            "provider_message": self._masked(said.message, sent),
         }
-        if exc.__cause__ is not None:  # a connection's failure: what the transport said
-            fields["cause"] = self._masked(f"{type(exc.__cause__).__name__}: {exc.__cause__}", sent)
+        if said.cause is not None:  # a connection's failure: what the transport said
+            fields["cause"] = self._masked(f"{type(said.cause).__name__}: {said.cause}", sent)
         return {key: value for key, value in fields.items() if value is not None}
 
     def _masked(self, text: str, sent: list[str], limit: int = _MAX_PROVIDER_MESSAGE) -> str:
         known = [self._api_key] if self._api_key else []
         return masked_excerpt(text, known=known, sent=sent, limit=limit)
+
+
+def _new_session() -> aiohttp.ClientSession:
+    # trust_env: HTTP(S)_PROXY and NO_PROXY are honoured, as the openai client (httpx) does.
+    connector = aiohttp.TCPConnector(limit=_MAX_CONNECTIONS, limit_per_host=0)
+    return aiohttp.ClientSession(connector=connector, trust_env=True)
+
+
+async def _chunks(response: aiohttp.ClientResponse) -> AsyncGenerator[dict[str, Any], None]:
+    """The JSON objects of a response's SSE `data:` events, up to `[DONE]`. An error object in the
+    stream, an event that is not JSON and a transport's failure raise _ProviderFailed."""
+    read_line = response.content.readline
+    data: list[bytes] = []
+    try:
+        while True:
+            line = await read_line(max_line_length=_MAX_LINE)
+            if line.startswith(b"data:"):
+                data.append(line[5:].strip())
+                continue
+            if not data:  # a comment (": keep-alive"), a blank line, or the body's end
+                if line:
+                    continue
+                return
+            if line.strip():  # another field of the same event (event:, id:)
+                continue
+            # A blank line, or the body's end: the event is whole.
+            payload = data[0] if len(data) == 1 else b"\n".join(data)
+            data.clear()
+            if payload.startswith(b"[DONE]"):
+                await _drain(response)
+                return
+            try:
+                chunk = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                raise _ProviderFailed.of_stream(None, response, "an event that is not JSON") from None
+            if type(chunk) is dict:
+                if chunk.get("error"):
+                    raise _ProviderFailed.of_stream(chunk["error"], response)
+                yield chunk
+            if not line:
+                return
+    except aiohttp.ClientError as exc:
+        raise _ProviderFailed.of_transport(exc, response) from None
+    except LineTooLong:
+        raise _ProviderFailed.of_stream(None, response, f"a line of more than {_MAX_LINE} bytes") from None
+    finally:
+        response.release()
+
+
+async def _drain(response: aiohttp.ClientResponse) -> None:
+    """Read the end of the body, briefly: a connection whose body was read whole goes back to the pool."""
+    try:
+        async with asyncio.timeout(_DRAIN_AFTER_DONE):
+            await response.content.read()
+    except (TimeoutError, aiohttp.ClientError):
+        pass
+
+
+def _add_call_parts(calls: dict[int, dict[str, str]], parts: Any) -> None:
+    """Tool-call deltas, reassembled by index: the id and name come once, the arguments in pieces."""
+    for part in parts:
+        index = part.get("index")
+        if not isinstance(index, int):  # some servers send whole calls without one: a new id is a new call
+            index = len(calls) if part.get("id") or not calls else max(calls)
+        call = calls.setdefault(index, {"id": "", "name": "", "arguments": ""})
+        call["id"] = part.get("id") or call["id"]
+        function = part.get("function")
+        if function:
+            call["name"] = function.get("name") or call["name"]
+            call["arguments"] += function.get("arguments") or ""
 
 
 @dataclass(frozen=True)
@@ -172,19 +298,90 @@ class _Failure:
         return ModelProviderError(self.message, self.error_code, {**details, **self.retry_hints})
 
 
-def _failure_of(exc: openai.APIError) -> _Failure:
-    """What the client is told of a provider failure, by its kind."""
-    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
-    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-        return _Failure("credentials", "The model provider rejected the credentials.", 502, status)
-    if isinstance(exc, openai.RateLimitError):
-        return _Failure(
-            "rate_limit", "The model provider is rate limiting; retry later.", 429, status, dict(_retry_hints(exc))
+@dataclass(frozen=True)
+class _ProviderSaid:
+    """What the provider (or the transport) said of a failure: for the log, masked, never the client."""
+
+    message: str
+    type: str | None = None
+    code: str | None = None
+    request_id: str | None = None  # the provider's x-request-id
+    cause: BaseException | None = None  # the transport's own error
+
+    @classmethod
+    def of_error_object(cls, error: Any, fallback: str, request_id: str | None) -> _ProviderSaid:
+        """An OpenAI error object (`{"message", "type", "code"}`), or whatever body stood in for one."""
+        if isinstance(error, dict):
+            message = error.get("message")
+            code = error.get("code")
+            type_ = error.get("type")
+            return cls(
+                message if isinstance(message, str) and message else fallback,
+                str(type_) if type_ else None,
+                str(code) if code is not None else None,
+                request_id,
+            )
+        if isinstance(error, str) and error:  # a body that is not JSON: a proxy's page
+            return cls(error, request_id=request_id)
+        return cls(fallback, request_id=request_id)
+
+
+class _ProviderFailed(Exception):
+    """Raised inside `stream()`: the failure the client is told of, and what the provider said."""
+
+    def __init__(self, failure: _Failure, said: _ProviderSaid) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+        self.said = said
+
+    @classmethod
+    def of_status(cls, response: aiohttp.ClientResponse, text: str) -> _ProviderFailed:
+        body: Any = text.strip()
+        try:
+            body = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            pass
+        error = body.get("error", body) if isinstance(body, dict) else body
+        said = _ProviderSaid.of_error_object(
+            error, f"Error code: {response.status}", response.headers.get("x-request-id")
         )
-    if isinstance(exc, openai.APITimeoutError):
-        return _Failure("timeout", "The model provider did not answer in time.", 504)
-    if isinstance(exc, openai.APIConnectionError):
+        return cls(_failure_of(status=response.status, headers=response.headers), said)
+
+    @classmethod
+    def of_transport(cls, exc: BaseException, response: aiohttp.ClientResponse | None) -> _ProviderFailed:
+        timed_out = isinstance(exc, TimeoutError)
+        said = _ProviderSaid(
+            "Request timed out." if timed_out else "Connection error.",
+            request_id=response.headers.get("x-request-id") if response is not None else None,
+            cause=exc,
+        )
+        return cls(_failure_of(transport=exc), said)
+
+    @classmethod
+    def of_stream(cls, error: Any, response: aiohttp.ClientResponse, message: str | None = None) -> _ProviderFailed:
+        """An error object in the middle of the stream, or a line that cannot be read."""
+        request_id = response.headers.get("x-request-id")
+        if message is not None:
+            said = _ProviderSaid(f"unreadable stream: {message}", request_id=request_id)
+        else:
+            said = _ProviderSaid.of_error_object(error, "An error occurred during streaming", request_id)
+        return cls(_failure_of(), said)
+
+
+def _failure_of(
+    *, status: int | None = None, headers: Mapping[str, str] | None = None, transport: BaseException | None = None
+) -> _Failure:
+    """What the client is told of a provider failure, by its kind: a transport's error, an HTTP
+    status, or (neither) an error in the middle of the stream."""
+    if transport is not None:
+        if isinstance(transport, TimeoutError):
+            return _Failure("timeout", "The model provider did not answer in time.", 504)
         return _Failure("connection", "The connection to the model provider failed.", 502)
+    if status in (401, 403):
+        return _Failure("credentials", "The model provider rejected the credentials.", 502, status)
+    if status == 429:
+        hints = dict(_retry_hints(headers or {}))
+        return _Failure("rate_limit", "The model provider is rate limiting; retry later.", 429, status, hints)
     if status is not None and status < 500:
         return _Failure("refused", f"The model provider refused the request (HTTP {status}).", 502, status)
     if status is not None:
@@ -193,23 +390,47 @@ def _failure_of(exc: openai.APIError) -> _Failure:
     return _Failure("stream_error", "The model provider failed while answering.", 502)
 
 
-def _retry_hints(exc: openai.RateLimitError) -> Iterator[tuple[str, str]]:
+def _retry_hints(headers: Mapping[str, str]) -> Iterator[tuple[str, str]]:
     """The provider's retry-after and retry-after-ms headers, passed on as they are."""
     for header in ("retry-after", "retry-after-ms"):
-        value = exc.response.headers.get(header)
+        value = headers.get(header)
         if value is not None:
             yield header.replace("-", "_"), value
 
 
-def _provider_message(exc: openai.APIError) -> str:
-    """The provider's own message: its error object's `message`, or a body that is not JSON (a
-    proxy's page), else the client's summary."""
-    body = exc.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return str(body["message"])
-    if isinstance(body, str) and body:
-        return body
-    return exc.message
+def _should_retry(status: int, headers: Mapping[str, str]) -> bool:
+    """As the openai client: never past a Retry-After of two minutes; `x-should-retry` if the
+    provider says; else 408, 409, 429 and 5xx."""
+    retry_after = _retry_after(headers)
+    if retry_after is not None and math.isfinite(retry_after) and retry_after > _MAX_RETRY_AFTER:
+        return False
+    said = headers.get("x-should-retry")
+    if said in ("true", "false"):
+        return said == "true"
+    return status in (408, 409, 429) or status >= 500
+
+
+def _retry_delay(attempt: int, headers: Mapping[str, str] | None) -> float:
+    """The provider's Retry-After when it is over 0 and up to two minutes, else the backoff."""
+    retry_after = _retry_after(headers) if headers is not None else None
+    if retry_after is not None and math.isfinite(retry_after) and 0 < retry_after <= _MAX_RETRY_AFTER:
+        return retry_after
+    return min(_INITIAL_RETRY_DELAY * 2.0**attempt, _MAX_RETRY_DELAY) * (1 - 0.25 * random.random())
+
+
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from retry-after-ms, else retry-after (seconds, or an HTTP date)."""
+    for header, divisor in (("retry-after-ms", 1000), ("retry-after", 1)):
+        value = headers.get(header)
+        if value is None:
+            continue
+        try:
+            return float(value) / divisor
+        except ValueError:
+            continue
+    date = headers.get("retry-after")
+    parsed = email.utils.parsedate_tz(date) if date else None
+    return float(email.utils.mktime_tz(parsed) - time.time()) if parsed else None
 
 
 def _sent_texts(messages: Sequence[ChatMessage]) -> list[str]:
@@ -224,15 +445,6 @@ def _sent_texts(messages: Sequence[ChatMessage]) -> list[str]:
                 texts.append(text[-budget:])
                 budget -= len(text)
     return texts
-
-
-def _reasoning_of(delta: Any) -> str | None:
-    extra = delta.model_extra or {}
-    for name in _REASONING_FIELDS:
-        value = extra.get(name)
-        if isinstance(value, str) and value:
-            return value
-    return None
 
 
 def _to_openai(message: ChatMessage) -> dict[str, Any]:

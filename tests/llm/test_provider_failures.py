@@ -235,4 +235,4 @@ async def test_an_unreachable_provider_is_a_502_with_the_request_id(llm_log):
         }
     ]
     (record,) = [r for r in llm_log if r.getMessage().startswith("model provider failed")]
-    assert record.fields["kind"] == "connection" and record.fields["cause"].startswith("ConnectError")
+    assert record.fields["kind"] == "connection" and record.fields["cause"].startswith("ClientConnectorError")

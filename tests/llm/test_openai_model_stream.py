@@ -1,0 +1,115 @@
+"""OpenAIChatModel reading the stream itself (aiohttp): the SSE it must understand, what it sends,
+how it decides to retry, and that its connections close with their event loop. The provider is
+the real HTTP server of tests/support."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+import warnings
+
+import pytest
+
+from app.llm.messages import ChatMessage, TextDelta
+from app.llm.model import ModelSettings
+from app.llm.openai_model import OpenAIChatModel
+from app.runtime.errors import ModelProviderError
+from tests.support.openai_server import FakeOpenAI, error_reply, raw_stream_reply, stream_reply
+
+HELLO = [ChatMessage(role="user", content="Hello")]
+
+
+@pytest.fixture(scope="module")
+def model_server():
+    with FakeOpenAI() as server:
+        yield server
+
+
+def delta(text: str) -> dict[str, object]:
+    return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+
+
+async def text_of(chat_model: OpenAIChatModel) -> str:
+    return "".join([e.text async for e in chat_model.stream(HELLO, (), ModelSettings()) if isinstance(e, TextDelta)])
+
+
+async def test_an_event_split_over_data_lines_comments_and_other_fields_are_read_as_sse(model):
+    model.enqueue(
+        raw_stream_reply(
+            [
+                '{"choices": [{"index": 0,\ndata:  "delta": {"content": "Hi"}}]}',  # one event, two data: lines
+                '{"choices": []}\n\n: keep-alive\nevent: message',  # a comment, then a field of the next event
+                delta(" there"),
+            ]
+        )
+    )
+    assert await text_of(OpenAIChatModel("gpt-test", base_url=model.base_url)) == "Hi there"
+
+
+async def test_an_event_that_is_not_json_is_a_failure_while_answering(model, llm_log):
+    model.enqueue(raw_stream_reply([delta("Hi"), "<html>bad gateway</html>"], done=False))
+    with pytest.raises(ModelProviderError) as caught:
+        await text_of(OpenAIChatModel("gpt-test", base_url=model.base_url))
+    assert (caught.value.message, caught.value.error_code) == ("The model provider failed while answering.", 502)
+    (record,) = llm_log
+    assert record.fields["kind"] == "stream_error" and "not JSON" in record.fields["provider_message"]
+
+
+async def test_without_a_key_no_authorization_is_sent_and_with_one_it_is_a_bearer(model):
+    model.enqueue("one", "two")
+    await text_of(OpenAIChatModel("gpt-test", base_url=model.base_url))
+    await text_of(OpenAIChatModel("gpt-test", base_url=model.base_url + "/", api_key="sk-abc"))
+    without, with_key = model.completion_requests
+    assert "authorization" not in without.headers and with_key.authorization == "Bearer sk-abc"
+    assert with_key.path == "/v1/chat/completions"
+    assert with_key.body["stream"] is True and with_key.body["stream_options"] == {"include_usage": True}
+
+
+async def test_x_should_retry_false_is_obeyed_and_a_408_is_retried(model):
+    model.enqueue(error_reply(500, "no", headers={"x-should-retry": "false"}))
+    with pytest.raises(ModelProviderError) as caught:
+        await text_of(OpenAIChatModel("gpt-test", base_url=model.base_url, max_retries=2))
+    assert caught.value.details["status"] == 500 and len(model.completion_requests) == 1
+    model.reset()
+    model.enqueue(error_reply(408, "slow", headers={"retry-after-ms": "1"}), "fine")
+    assert await text_of(OpenAIChatModel("gpt-test", base_url=model.base_url, max_retries=1)) == "fine"
+    assert len(model.completion_requests) == 2
+
+
+class Caught(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def test_one_model_in_several_loops_and_collected_in_a_running_one_leaves_no_session_open(model):
+    model.enqueue(*[stream_reply(text="word") for _ in range(3)])
+    chat_model = OpenAIChatModel("gpt-test", base_url=model.base_url)
+
+    async def collected_while_the_loop_runs() -> None:
+        in_a_cycle = OpenAIChatModel("gpt-test", base_url=model.base_url)
+        in_a_cycle.itself = in_a_cycle  # type: ignore[attr-defined]  # only the cycle collector frees it
+        await text_of(in_a_cycle)
+        del in_a_cycle
+        gc.collect()
+        await asyncio.sleep(0.05)  # the session closes in a task of this loop
+
+    asyncio_log = Caught()
+    logging.getLogger("asyncio").addHandler(asyncio_log)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert asyncio.run(text_of(chat_model)) == "word"
+            assert asyncio.run(text_of(chat_model)) == "word"  # a new loop: a new session, the old one closed
+            asyncio.run(collected_while_the_loop_runs())
+            asyncio.run(chat_model.aclose())
+            del chat_model
+            gc.collect()
+    finally:
+        logging.getLogger("asyncio").removeHandler(asyncio_log)
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+    assert [m for m in asyncio_log.messages if "Unclosed" in m or "never" in m] == []
