@@ -1,0 +1,688 @@
+"""The relay load: a model's tokens relayed to the client, ours against the 0.3.0 pattern, in one run.
+
+    python -m bench.relay                 # the full run (about 5 minutes on 2 cores)
+    python -m bench.relay --quick         # a smoke run (about 1 minute)
+    python -m bench.relay --table         # run nothing: print the table of bench/relay_results.json
+
+A fake OpenAI-compatible upstream (bench/relay_upstream.py, its own process) streams each answer
+at a steady pace, each token carrying its send time; the client (bench/relay_client.py) takes,
+for every token, receipt time minus send time. Servers, each uvicorn on uvloop + httptools,
+on loopback, one process (the last load: two workers):
+
+    chat       python -m app serve, ASSIST_AGENT=chat (our LLMAgent + OpenAIChatModel)
+    ours-0.3   python -m app serve, ASSIST_AGENT=bench.relay_agents:RelayAgent (the 0.3.0
+               README's pattern: AsyncOpenAI stream, emit_chunk per delta)
+    0.3.0      the 0.3.0 DefaultServer serving the same RelayAgent (reference environment)
+    direct     no server: the client reads the upstream itself (the measurement's floor)
+
+Loads, each stream one request for 100 tokens at 50 tokens/s (2 s of streaming), the connects
+paced (at most 256 connecting at once), every server restarted (and warmed up) before each
+repeat: 200 concurrent streams, and 500. Figures, medians of the repeats: server CPU per token
+(process CPU delta / tokens delivered), added latency p50 / p99 over every token of the load,
+RSS per stream ((peak while streams are open - before) / streams). Then saturation: ours (chat)
+with 1 worker and with `--workers 2`, 500 streams of 200 tokens at 100 tokens/s each (an
+offered 50,000 tokens/s): tokens per second over the middle 80% of the tokens by arrival
+(from the 10% point to the 90% point: no ramp up, no tail).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import client
+from bench.relay_client import RelayStream
+from bench.run import source_state
+from bench.servers import HOST, Server, ensure_reference_venv, stack_versions
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+CONNECT_GATE = 256
+RSS_SAMPLE_SECONDS = 0.05
+
+FULL = {
+    "tokens": 100,
+    "interval_ms": 20,
+    "streams": [200, 500],
+    "repeats": 3,
+    "saturation_streams": 500,
+    "saturation_tokens": 200,
+    "saturation_interval_ms": 10,
+    "saturation_repeats": 2,
+}
+QUICK = {
+    "tokens": 50,
+    "interval_ms": 20,
+    "streams": [50],
+    "repeats": 1,
+    "saturation_streams": 100,
+    "saturation_tokens": 100,
+    "saturation_interval_ms": 5,
+    "saturation_repeats": 1,
+}
+
+# The issue's targets for our chat agent.
+MAX_CPU_US_PER_TOKEN = 60.0
+MAX_CPU_TIMES_REFERENCE = 0.4
+MAX_P99_MS = 25.0
+MAX_KB_PER_STREAM = 48.0
+MIN_WORKERS_SPEEDUP = 1.7
+
+COLUMNS = [("chat", "ours chat"), ("ours-0.3", "ours 0.3-style"), ("reference", "0.3.0"), ("direct", "direct")]
+
+
+def log(message: str) -> None:
+    print(f"[relay {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def group_cpu_seconds(pid: int) -> float:
+    """CPU seconds of every process in `pid`'s process group (a server and its workers)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            if int(fields[2]) != pid:  # pgrp
+                continue
+            for task in os.listdir(f"/proc/{entry}/task"):
+                with open(f"/proc/{entry}/task/{task}/schedstat", "rb") as f:
+                    total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 1e9
+
+
+def app_fingerprint() -> str:
+    """A short hash of every file under app/ as it is now: what a server started now imports.
+
+    Another engineer may be editing app/ while this runs; each measurement records the fingerprint
+    of the code its server started with, and the summary lists every one seen."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    for path in sorted((ROOT / "app").rglob("*.py")):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def make_upstream(log_dir: Path) -> Server:
+    return Server(
+        "upstream", "upstream", [sys.executable, "-m", "bench.relay_upstream", "--host", HOST], {}, log_dir / "up.log"
+    )
+
+
+def make_server(key: str, upstream_port: int, log_dir: Path, reference_python: str | None, workers: int = 1) -> Server:
+    model = {
+        "MODEL_BASE_URL": f"http://{HOST}:{upstream_port}/v1",
+        "MODEL_NAME": "relay",
+        "MODEL_API_KEY": "x",
+        "MODEL_TIMEOUT": "120",
+    }
+    ours = {
+        "ASSIST_LOG_LEVEL": "warning",
+        "ASSIST_REQUEST_TIMEOUT": "300",
+        "ASSIST_MAX_STREAMS": "100000",
+        **model,
+    }
+    serve = [sys.executable, "-m", "app", "serve", "--host", HOST]
+    if key == "chat":
+        extra = ["--workers", str(workers)] if workers > 1 else []
+        label = "ours chat" if workers == 1 else f"ours chat x{workers}"
+        return Server("chat", label, serve + extra, {**ours, "ASSIST_AGENT": "chat"}, log_dir / f"chat{workers}.log")
+    if key == "ours-0.3":
+        return Server(
+            "ours-0.3",
+            "ours 0.3-style",
+            serve,
+            {**ours, "ASSIST_AGENT": "bench.relay_agents:RelayAgent"},
+            log_dir / "ours03.log",
+        )
+    if key == "reference":
+        assert reference_python is not None
+        return Server(
+            "reference",
+            "0.3.0",
+            [reference_python, "-m", "bench.relay_reference_server", "--host", HOST],
+            model,
+            log_dir / "reference.log",
+        )
+    raise ValueError(key)
+
+
+def ensure_reference_openai(log=log) -> str:
+    """The reference environment, with the openai package its agent imports (installed once)."""
+    python = ensure_reference_venv(log=log)
+    import subprocess
+
+    if subprocess.run([python, "-c", "import openai"], capture_output=True, cwd="/").returncode != 0:
+        import importlib.metadata as m
+
+        requirement = f"openai=={m.version('openai')}"  # the version ours uses
+        log(f"installing {requirement} into the reference environment")
+        subprocess.run(
+            [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", requirement], check=True, timeout=600
+        )
+    return python
+
+
+async def relay_load(
+    port: int, streams: int, tokens: int, interval_ms: float, *, direct: bool = False, sample=None, timeout: float = 120
+) -> tuple[list[RelayStream], list]:
+    prompt = f"relay:{tokens}:{interval_ms:g}"
+    gate = asyncio.Semaphore(CONNECT_GATE)
+    all_streams = [RelayStream(HOST, port, prompt, expect_tokens=tokens, direct=direct) for _ in range(streams)]
+    samples: list[tuple[int, int]] = []  # (rss KiB, finished)
+    finished = [0]
+
+    async def one(s: RelayStream) -> None:
+        try:
+            await s.run(gate, timeout)
+        finally:
+            finished[0] += 1
+
+    async def sampler() -> None:
+        while True:
+            samples.append((sample(), finished[0]))
+            await asyncio.sleep(RSS_SAMPLE_SECONDS)
+
+    task = asyncio.create_task(sampler()) if sample else None
+    try:
+        await asyncio.gather(*(one(s) for s in all_streams))
+    finally:
+        if task:
+            task.cancel()
+    return all_streams, samples
+
+
+async def wait_ready(server: Server, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        if server.process is None or server.process.poll() is not None:
+            raise RuntimeError(f"{server.label} exited at start:\n{server.log_tail()}")
+        s = await RelayStream(HOST, server.port, "relay:3:1", expect_tokens=3).run(None, 10)
+        if s.ok:
+            return
+        last = "; ".join(s.problems)
+        await asyncio.sleep(0.3)
+    raise RuntimeError(f"{server.label} not ready after {timeout}s ({last}):\n{server.log_tail()}")
+
+
+async def warm_up(server: Server) -> None:
+    streams, _ = await relay_load(server.port, 20, 20, 2, timeout=60)
+    bad = [s for s in streams if not s.ok]
+    if bad:
+        raise RuntimeError(f"{server.label} warm-up: {len(bad)} bad streams, e.g. {bad[0].problems}")
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * q))]
+
+
+async def measure(
+    server: Server | None,
+    upstream: Server,
+    port: int,
+    streams: int,
+    tokens: int,
+    interval_ms: float,
+    *,
+    direct: bool = False,
+) -> dict:
+    """One load: figures and checks."""
+    cpu0 = group_cpu_seconds(server.pid) if server else 0.0
+    up0, own0 = upstream.cpu_seconds(), time.process_time()
+    before = server.rss_kb() if server and not direct else None
+    t0 = time.time()
+    results, samples = await relay_load(
+        port,
+        streams,
+        tokens,
+        interval_ms,
+        direct=direct,
+        sample=server.rss_kb if server and before is not None else None,
+    )
+    wall = time.time() - t0
+    cpu = (group_cpu_seconds(server.pid) - cpu0) if server else None
+    up, own = upstream.cpu_seconds() - up0, time.process_time() - own0
+    delivered = sum(s.tokens for s in results)
+    latencies = [x for s in results for x in s.latencies]
+    ok = sum(1 for s in results if s.ok)
+    firsts = [s.t_first for s in results if s.t_first]
+    lasts = [s.t_last for s in results if s.t_last]
+    span = (max(lasts) - min(firsts)) if firsts and lasts else None
+    # The steady state: the middle 80% of the tokens (by arrival), without the ramp up and the tail.
+    steady = window = None
+    reads = sorted(r for s in results for r in s.reads)
+    if reads and delivered >= 100:
+        lo, hi = 0.1 * delivered, 0.9 * delivered
+        seen, t_lo, t_hi = 0, None, None
+        for t, n in reads:
+            seen += n
+            if t_lo is None and seen >= lo:
+                t_lo, at_lo = t, seen
+            if seen >= hi:
+                t_hi, at_hi = t, seen
+                break
+        if t_lo is not None and t_hi is not None and t_hi > t_lo:
+            window = t_hi - t_lo
+            steady = (at_hi - at_lo) / window
+    out = {
+        "streams": streams,
+        "tokens_per_stream": tokens,
+        "interval_ms": interval_ms,
+        "completed": ok,
+        "tokens": delivered,
+        "wall_s": round(wall, 3),
+        "tokens_per_s": delivered / span if span else None,
+        "steady_tokens_per_s": steady,
+        "steady_window_s": window,
+        "server_cpu_us_per_token": cpu / delivered * 1e6 if cpu is not None and delivered else None,
+        "server_cores": cpu / span if cpu is not None and span else None,
+        "upstream_cpu_us_per_token": up / delivered * 1e6 if delivered else None,
+        "upstream_cores": up / span if span else None,
+        "client_busy": own / span if span else None,
+        "p50_ms": (percentile(latencies, 0.5) or 0) * 1000 if latencies else None,
+        "p90_ms": (percentile(latencies, 0.9) or 0) * 1000 if latencies else None,
+        "p99_ms": (percentile(latencies, 0.99) or 0) * 1000 if latencies else None,
+        "max_ms": max(latencies) * 1000 if latencies else None,
+        "problems": [f"{'; '.join(s.problems)}" for s in results if not s.ok][:5],
+    }
+    if before is not None:
+        waiting = [rss for rss, finished in samples if finished == 0]
+        peak = max(waiting or [rss for rss, _ in samples] or [before])
+        out.update(rss_before_kb=before, rss_peak_kb=peak, kb_per_stream=(peak - before) / streams)
+    return out
+
+
+def med(runs: list[dict], key: str):
+    values = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+async def run_all(args, loads: dict, log_dir: Path, reference_python: str | None) -> dict:
+    upstream = make_upstream(log_dir)
+    upstream.start()
+    servers: list[Server] = []
+    runs: dict[str, dict[str, list]] = {}
+    try:
+        await asyncio.sleep(0.5)
+        direct = await RelayStream(HOST, upstream.port, "relay:3:1", expect_tokens=3, direct=True).run(None, 10)
+        if not direct.ok:
+            raise RuntimeError(f"upstream not answering: {direct.problems}\n{upstream.log_tail()}")
+        log(f"upstream on port {upstream.port} (pid {upstream.pid})")
+        keys = [k for k in ("chat", "ours-0.3", "reference") if k in args.servers]
+        servers = [make_server(k, upstream.port, log_dir, reference_python) for k in keys]
+        for n in loads["streams"]:
+            for key in [*keys, "direct"]:
+                runs.setdefault(key, {}).setdefault(str(n), [])
+        for rep in range(loads["repeats"]):
+            for n in loads["streams"]:
+                for server in servers:
+                    # A fresh process each repeat: RSS grows from the same kind of baseline.
+                    if server.process is None:
+                        server.start()
+                    else:
+                        server.restart()
+                    code = app_fingerprint()
+                    await wait_ready(server)
+                    await warm_up(server)
+                    await asyncio.sleep(0.3)
+                    r = await measure(server, upstream, server.port, n, loads["tokens"], loads["interval_ms"])
+                    r["app_fingerprint"] = code
+                    runs[server.key][str(n)].append(r)
+                    log(_line(server.label, n, rep, r))
+                r = await measure(None, upstream, upstream.port, n, loads["tokens"], loads["interval_ms"], direct=True)
+                runs["direct"][str(n)].append(r)
+                log(_line("direct", n, rep, r))
+        for server in servers:
+            server.stop()
+        saturation: dict[str, list] = {}
+        if "chat" in args.servers and loads["saturation_repeats"]:
+            for workers in (1, 2):
+                saturation[str(workers)] = []
+                server = make_server("chat", upstream.port, log_dir, None, workers=workers)
+                servers.append(server)
+                for rep in range(loads["saturation_repeats"]):
+                    if server.process is None:
+                        server.start()
+                    else:
+                        server.restart()
+                    code = app_fingerprint()
+                    await wait_ready(server)
+                    await warm_up(server)
+                    await asyncio.sleep(0.3)
+                    r = await measure(
+                        server,
+                        upstream,
+                        server.port,
+                        loads["saturation_streams"],
+                        loads["saturation_tokens"],
+                        loads["saturation_interval_ms"],
+                    )
+                    r["app_fingerprint"] = code
+                    saturation[str(workers)].append(r)
+                    log(
+                        f"saturation  workers={workers} #{rep + 1}: {r['steady_tokens_per_s'] or 0:,.0f} tokens/s "
+                        f"steady ({r['steady_window_s'] or 0:.1f} s), {r['tokens_per_s'] or 0:,.0f} overall, "
+                        f"{r['completed']}/{r['streams']} ok, server {r['server_cores'] or 0:.2f} cores, "
+                        f"upstream {r['upstream_cores'] or 0:.2f}, client {r['client_busy'] or 0:.2f}"
+                    )
+                server.stop()
+    except BaseException:
+        for s in [*servers, upstream]:
+            tail = s.log_tail(10)
+            if tail:
+                log(f"{s.label} log, last lines:\n{tail}")
+        raise
+    finally:
+        for s in servers:
+            s.stop()
+        upstream.stop()
+    return {"runs": runs, "saturation": saturation}
+
+
+def _line(label: str, n: int, rep: int, r: dict) -> str:
+    cpu = r["server_cpu_us_per_token"]
+    kb = r.get("kb_per_stream")
+    return (
+        f"{n:>4} streams {label:>14} #{rep + 1}: {r['completed']}/{n} ok, "
+        f"{'-' if cpu is None else f'{cpu:.1f}'} us CPU/token, added p50 {r['p50_ms'] or 0:.2f} / "
+        f"p99 {r['p99_ms'] or 0:.2f} ms, {'-' if kb is None else f'{kb:.1f}'} KB/stream, "
+        f"upstream {r['upstream_cpu_us_per_token'] or 0:.1f} us/token, client {r['client_busy'] or 0:.0%}"
+    )
+
+
+def summarize(measured: dict, loads: dict) -> dict:
+    out: dict = {"loads": {}, "saturation": {}}
+    for key, by_n in measured["runs"].items():
+        for n, runs in by_n.items():
+            if not runs:
+                continue
+            out["loads"].setdefault(n, {})[key] = {
+                "server_cpu_us_per_token": med(runs, "server_cpu_us_per_token"),
+                "p50_ms": med(runs, "p50_ms"),
+                "p99_ms": med(runs, "p99_ms"),
+                "kb_per_stream": med(runs, "kb_per_stream"),
+                "completed_worst": min(r["completed"] for r in runs),
+                "streams": runs[0]["streams"],
+                "upstream_cpu_us_per_token": med(runs, "upstream_cpu_us_per_token"),
+                "upstream_cores": med(runs, "upstream_cores"),
+                "client_busy": med(runs, "client_busy"),
+                "server_cores": med(runs, "server_cores"),
+            }
+    for workers, runs in measured["saturation"].items():
+        out["saturation"][workers] = {
+            "tokens_per_s": med(runs, "tokens_per_s"),
+            "steady_tokens_per_s": med(runs, "steady_tokens_per_s"),
+            "server_cpu_us_per_token": med(runs, "server_cpu_us_per_token"),
+            "server_cores": med(runs, "server_cores"),
+            "upstream_cores": med(runs, "upstream_cores"),
+            "client_busy": med(runs, "client_busy"),
+            "completed_worst": min(r["completed"] for r in runs),
+            "streams": runs[0]["streams"],
+        }
+    return out
+
+
+def targets(summary: dict, loads: dict) -> list[dict]:
+    def check(name, value, ok, shown):
+        if value is None:
+            return {"target": name, "value": None, "shown": "not measured", "result": "n/a"}
+        return {"target": name, "value": value, "shown": shown, "result": "PASS" if ok else "FAIL"}
+
+    n = "200" if "200" in summary["loads"] else str(loads["streams"][0])
+    at = summary["loads"].get(n, {})
+    chat, ref = at.get("chat", {}), at.get("reference", {})
+    cpu, ref_cpu = chat.get("server_cpu_us_per_token"), ref.get("server_cpu_us_per_token")
+    p99 = chat.get("p99_ms")
+    kbs = [summary["loads"][m]["chat"]["kb_per_stream"] for m in summary["loads"] if "chat" in summary["loads"][m]]
+    kb = max((k for k in kbs if k is not None), default=None)
+    sat = summary["saturation"]
+    speedup = (
+        sat["2"]["steady_tokens_per_s"] / sat["1"]["steady_tokens_per_s"]
+        if "1" in sat and "2" in sat and sat["1"]["steady_tokens_per_s"] and sat["2"]["steady_tokens_per_s"]
+        else None
+    )
+    ratio = cpu / ref_cpu if cpu is not None and ref_cpu else None
+    return [
+        check(
+            f"server CPU per token at {n} streams: at most {MAX_CPU_US_PER_TOKEN:g} us",
+            cpu,
+            cpu is not None and cpu <= MAX_CPU_US_PER_TOKEN,
+            f"{cpu or 0:.1f} us",
+        ),
+        check(
+            f"server CPU per token at {n} streams: at most {MAX_CPU_TIMES_REFERENCE:g}x the 0.3.0 pattern",
+            ratio,
+            ratio is not None and ratio <= MAX_CPU_TIMES_REFERENCE,
+            f"{ratio or 0:.2f}x",
+        ),
+        check(
+            f"p99 added latency at {n} streams: at most {MAX_P99_MS:g} ms",
+            p99,
+            p99 is not None and p99 <= MAX_P99_MS,
+            f"{p99 or 0:.2f} ms",
+        ),
+        check(
+            f"RSS per LLM stream (worst load): at most {MAX_KB_PER_STREAM:g} KB",
+            kb,
+            kb is not None and kb <= MAX_KB_PER_STREAM,
+            f"{kb or 0:.1f} KB",
+        ),
+        check(
+            f"--workers 2: tokens/s at saturation at least {MIN_WORKERS_SPEEDUP:g}x 1 worker",
+            speedup,
+            speedup is not None and speedup >= MIN_WORKERS_SPEEDUP,
+            f"{speedup or 0:.2f}x",
+        ),
+        check(
+            "every stream completes with all its tokens and done",
+            all(v["completed_worst"] == v["streams"] for m in summary["loads"].values() for v in m.values()),
+            all(v["completed_worst"] == v["streams"] for m in summary["loads"].values() for v in m.values()),
+            "yes"
+            if all(v["completed_worst"] == v["streams"] for m in summary["loads"].values() for v in m.values())
+            else "no",
+        ),
+    ]
+
+
+def _fmt(value, spec: str) -> str:
+    return "" if value is None else format(value, spec)
+
+
+def table(results: dict, markdown: bool = False) -> str:
+    summary = results["summary"]
+    present = [(k, label) for k, label in COLUMNS if any(k in m for m in summary["loads"].values())]
+    head = ["metric", *[label for _, label in present], "chat/0.3.0"]
+    rows = []
+    metrics = [
+        ("server CPU us per token", "server_cpu_us_per_token", ".1f"),
+        ("added latency p50, ms", "p50_ms", ".2f"),
+        ("added latency p99, ms", "p99_ms", ".2f"),
+        ("RSS per stream, KB", "kb_per_stream", ".1f"),
+        ("streams completed (worst repeat)", "completed_worst", "d"),
+        ("server busy, cores", "server_cores", ".2f"),
+        ("upstream CPU us per token", "upstream_cpu_us_per_token", ".1f"),
+        ("client busy (share of one core)", "client_busy", ".0%"),
+    ]
+    for n in sorted(summary["loads"], key=int):
+        at = summary["loads"][n]
+        for title, key, spec in metrics:
+            values = [at.get(k, {}).get(key) for k, _ in present]
+            chat, ref = at.get("chat", {}).get(key), at.get("reference", {}).get(key)
+            ratio = (
+                f"{chat / ref:.2f}x"
+                if key in ("server_cpu_us_per_token", "p50_ms", "p99_ms", "kb_per_stream") and chat is not None and ref
+                else ""
+            )
+            rows.append([f"{title}, {int(n):,} streams", *[_fmt(v, spec) for v in values], ratio])
+    sat = summary["saturation"]
+    if sat:
+        rows.append(["", *["" for _ in present], ""])
+        for workers in sorted(sat):
+            s = sat[workers]
+            rows.append(
+                [
+                    f"saturation, {workers} worker(s): tokens/s, middle 80% ({s['streams']} x "
+                    f"{results['loads']['saturation_tokens']} tokens, "
+                    f"{results['loads']['saturation_interval_ms']:g} ms "
+                    "apart)",
+                    _fmt(s["steady_tokens_per_s"], ",.0f"),
+                    *["" for _ in present[1:]],
+                    "",
+                ]
+            )
+            rows.append(
+                [
+                    f"saturation, {workers} worker(s): tokens/s, first token to last",
+                    _fmt(s["tokens_per_s"], ",.0f"),
+                    *["" for _ in present[1:]],
+                    "",
+                ]
+            )
+            rows.append(
+                [
+                    f"saturation, {workers} worker(s): server cores / us per token",
+                    f"{s['server_cores'] or 0:.2f} / {s['server_cpu_us_per_token'] or 0:.1f}",
+                    *["" for _ in present[1:]],
+                    "",
+                ]
+            )
+            rows.append(
+                [
+                    f"saturation, {workers} worker(s): upstream cores / client busy",
+                    f"{s['upstream_cores'] or 0:.2f} / {s['client_busy'] or 0:.0%}",
+                    *["" for _ in present[1:]],
+                    "",
+                ]
+            )
+            rows.append(
+                [
+                    f"saturation, {workers} worker(s): streams completed",
+                    f"{s['completed_worst']}/{s['streams']}",
+                    *["" for _ in present[1:]],
+                    "",
+                ]
+            )
+    out = []
+    if markdown:
+        out.append("| " + " | ".join(head) + " |")
+        out.append("|---|" + "---:|" * (len(head) - 1))
+        out += ["| " + " | ".join(r) + " |" for r in rows]
+        out.append("")
+        out.append("| target (ours, chat agent) | measured | result |")
+        out.append("|---|---:|---|")
+        out += [f"| {t['target']} | {t['shown']} | **{t['result']}** |" for t in results["targets"]]
+    else:
+        widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+
+        def fmt(r: list) -> str:
+            cells = zip(r, widths, strict=False)
+            return "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(cells))
+
+        out.append(fmt(head))
+        out.append("-" * len(fmt(head)))
+        out += [fmt(r) for r in rows]
+        out.append("")
+        out += [f"{t['result']:>4}  {t['target']}: {t['shown']}" for t in results["targets"]]
+    return "\n".join(out)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small loads, one repeat: a smoke run")
+    parser.add_argument("--repeats", type=int, help="repeats of each load (default 3, quick 1)")
+    parser.add_argument("--only", default="chat,ours-0.3,reference", help="servers: chat, ours-0.3, reference")
+    parser.add_argument("--table", action="store_true", help="run nothing: print the table of the JSON (--out)")
+    parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
+    parser.add_argument("--out", type=Path, help="JSON path (default bench/relay_results.json, quick: -quick)")
+    args = parser.parse_args(argv)
+    args.servers = [s.strip() for s in args.only.split(",")]
+    if args.out is None:
+        args.out = BENCH_DIR / ("relay_results-quick.json" if args.quick else "relay_results.json")
+    return args
+
+
+async def main_async(args) -> dict:
+    loads = dict(QUICK if args.quick else FULL)
+    if args.repeats:
+        loads["repeats"] = args.repeats
+    started = time.time()
+    load_start = os.getloadavg()
+    source = source_state()
+    import subprocess
+
+    status = subprocess.run(["git", "status", "--porcelain", "--", "app"], cwd=ROOT, capture_output=True, text=True)
+    source["git_status_porcelain_app"] = status.stdout.splitlines()
+    source["app_fingerprint_at_start"] = app_fingerprint()
+    reference_python = ensure_reference_openai() if "reference" in args.servers else None
+    with tempfile.TemporaryDirectory(prefix="bench-relay-") as log_dir:
+        measured = await run_all(args, loads, Path(log_dir), reference_python)
+    summary = summarize(measured, loads)
+    stack = {"ours": stack_versions(sys.executable)}
+    if reference_python:
+        stack["reference"] = stack_versions(reference_python)
+    results = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python -m bench.relay " + " ".join(sys.argv[1:]),
+        "quick": args.quick,
+        "loads": loads,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "stack": stack},
+        "source": source,
+        "load_average": {"start": [round(x, 2) for x in load_start], "end": [round(x, 2) for x in os.getloadavg()]},
+        "duration_s": round(time.time() - started, 1),
+        "summary": summary,
+        "runs": measured,
+    }
+    results["targets"] = targets(summary, loads)
+    seen = sorted(
+        {
+            r["app_fingerprint"]
+            for by_n in measured["runs"].values()
+            for runs in by_n.values()
+            for r in runs
+            if "app_fingerprint" in r
+        }
+        | {r["app_fingerprint"] for runs in measured["saturation"].values() for r in runs}
+    )
+    source["app_fingerprints_seen"] = seen
+    if len(seen) > 1:
+        log(f"warning: app/ changed during the run ({len(seen)} versions measured: {', '.join(seen)})")
+    return results
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.table:
+        results = json.loads(args.out.read_text())
+    else:
+        client.raise_open_files_limit()
+        with asyncio.Runner(loop_factory=client.loop_factory()) as runner:
+            results = runner.run(main_async(args))
+        args.out.write_text(json.dumps(results, indent=1) + "\n")
+    print(table(results))
+    if args.markdown:
+        print("\n" + table(results, markdown=True))
+    if not args.table:
+        print(f"\nwrote {args.out}")
+    return 0 if all(t["result"] != "FAIL" for t in results["targets"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
