@@ -154,11 +154,15 @@ def make_server(key: str, upstream_port: int, log_dir: Path, reference_python: s
         return Server(
             "reference",
             "0.3.0",
-            [reference_python, "-m", "bench.relay_reference_server", "--host", HOST],
+            [reference_python, "-m", "bench.reference_server", "--host", HOST, *REFERENCE_AGENT],
             model,
             log_dir / "reference.log",
         )
     raise ValueError(key)
+
+
+# The 0.3.0 server runs bench/relay_agents.py's agent, in bench/reference_server.py.
+REFERENCE_AGENT = ["--agent", "bench.relay_agents:RelayAgent", "--name", "relay"]
 
 
 def ensure_reference_openai(log=log) -> str:

@@ -3,7 +3,7 @@
 One AsyncOpenAI client per agent (the README's `ModelProvider`), `chat.completions.create(stream=True)`,
 and `emit_chunk` for each delta's content, then `complete()` on the stream and the response.
 It runs unchanged in this service (`ASSIST_AGENT=bench.relay_agents:RelayAgent`) and in the 0.3.0
-DefaultServer (bench/relay_reference_server.py); `BENCH_FRAMEWORK` picks the API it imports, as
+DefaultServer (bench/reference_server.py); `BENCH_FRAMEWORK` picks the API it imports, as
 in bench/agent.py. The model is configured as our chat agent's is: MODEL_BASE_URL, MODEL_NAME,
 MODEL_API_KEY.
 """
