@@ -119,9 +119,10 @@ class AssistRoute(APIRoute):
             await super().handle(scope, receive, send)  # FastAPI's 405
             return
         assist: Assist = self.endpoint.__self__  # type: ignore[attr-defined]
-        assist.keys.check(Headers(scope=scope).get("authorization"))
+        headers = Headers(scope=scope)
+        assist.keys.check(headers.get("authorization"))
         body = LimitedBody(receive, assist.max_body_bytes, assist.body_timeout)
-        body.check_declared(scope)
+        body.check_declared(headers)
         # Counted from here, before the body arrives: concurrent requests cannot all pass the
         # limit while their bodies are still coming in.
         gate = assist.gate

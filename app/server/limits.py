@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from fastapi import HTTPException
 from starlette.datastructures import Headers
-from starlette.types import Message, Receive, Scope
+from starlette.types import Message, Receive
 
 from app.server.draining import is_draining
 
@@ -67,8 +67,8 @@ class LimitedBody:
         self._size = 0
         self._body_done = False
 
-    def check_declared(self, scope: Scope) -> None:
-        value = Headers(scope=scope).get("content-length")
+    def check_declared(self, headers: Headers) -> None:
+        value = headers.get("content-length")
         try:
             declared = None if value is None else int(value)
         except ValueError:

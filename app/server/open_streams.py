@@ -28,16 +28,17 @@ class OpenStreams(RunWatcher):
     def look_after(self, now: float) -> None:
         if self._drain_started is None and is_draining():
             self._drain_started = now
-        if self._drain_started is not None and now >= self._drain_started + self._grace:
-            for run in self.runs:
-                if not run.task.done():
+        grace_ends = None if self._drain_started is None else self._drain_started + self._grace
+        drained = grace_ends is not None and now >= grace_ends
+        # A run that ended this long ago, and whose writer has still not taken its end, is stuck.
+        stuck_if_started_before = now - self.time_limit - CUT_OFF_AFTER_SECONDS
+        stuck_after_drain = grace_ends is not None and now >= grace_ends + CUT_OFF_AFTER_SECONDS
+        for run in self.runs:
+            if not run.task.done():
+                if drained:
                     details = {"request_id": run.stats.request_id}
                     error = ErrorContent(error_message=SHUTDOWN_MESSAGE, error_code=503, details=details)
                     run.stop(error, RunOutcome.SHUTDOWN)
-                elif now >= self._drain_started + self._grace + CUT_OFF_AFTER_SECONDS:
-                    run.cut_off_reader()
-        cut_off_before = now - self.time_limit - CUT_OFF_AFTER_SECONDS
-        for run in self.runs:
-            if run.stats.started <= cut_off_before and run.task.done():
+            elif stuck_after_drain or run.stats.started <= stuck_if_started_before:
                 run.cut_off_reader()
         super().look_after(now)
