@@ -17,14 +17,14 @@ import math
 import os
 import random
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
 import orjson
-from aiohttp.http_exceptions import LineTooLong
+from aiohttp.helpers import get_env_proxy_for_url
+from yarl import URL
 
 from app.llm.http_sessions import SessionPerLoop
 from app.llm.messages import ChatMessage, ModelEvent, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
@@ -79,6 +79,7 @@ class OpenAIChatModel:
         self._timeout = aiohttp.ClientTimeout(
             total=None, connect=timeout + _CONNECT_TIMEOUT, sock_connect=_CONNECT_TIMEOUT, sock_read=timeout
         )
+        self._proxy, self._proxy_auth = _proxy_from_env(self._url)
         self._sessions = SessionPerLoop(self, _new_session)
 
     @classmethod
@@ -100,6 +101,28 @@ class OpenAIChatModel:
     async def stream(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], settings: ModelSettings
     ) -> AsyncIterator[ModelEvent]:
+        try:
+            # The request's JSON is made by a function of its own: as a local of this generator the
+            # dict, a second copy of the conversation's structure, would live as long as the stream.
+            reader = _ReplyReader(await self._open(self._request_body(messages, tools, settings)))
+            try:
+                while not reader.done:
+                    for event in await reader.read():
+                        yield event
+            finally:
+                reader.release()
+        except _ProviderFailed as failed:
+            # Masking reads what we sent, which can be long: off the event loop.
+            fields = await asyncio.to_thread(self._failure_fields, failed, _sent_texts(messages))
+            logger.warning("model provider failed: %s", failed.failure.message, extra={"fields": fields})
+            raise failed.failure.error() from None
+        # Tool calls come whole, once their last argument piece is in.
+        for call in reader.tool_calls():
+            yield call
+
+    def _request_body(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> bytes:
         request: dict[str, Any] = {
             "model": self.name,
             "messages": [_to_openai(message) for message in messages],
@@ -118,42 +141,7 @@ class OpenAIChatModel:
             request["temperature"] = settings.temperature
         if settings.max_tokens is not None:
             request["max_tokens"] = settings.max_tokens
-        calls: dict[int, dict[str, str]] = {}
-        try:
-            response = await self._open(orjson.dumps(request))
-            async with aclosing(_chunks(response)) as chunks:
-                async for chunk in chunks:
-                    usage = chunk.get("usage")
-                    if usage:
-                        yield TokenUsage(
-                            input_tokens=usage.get("prompt_tokens") or 0,
-                            output_tokens=usage.get("completion_tokens") or 0,
-                            total_tokens=usage.get("total_tokens") or 0,
-                        )
-                    for choice in chunk.get("choices") or ():
-                        delta = choice.get("delta")
-                        if not delta:
-                            continue
-                        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-                        if reasoning and isinstance(reasoning, str):
-                            yield ReasoningDelta(reasoning)
-                        content = delta.get("content")
-                        if content and isinstance(content, str):
-                            yield TextDelta(content)
-                        parts = delta.get("tool_calls")
-                        if parts:
-                            _add_call_parts(calls, parts)
-        except _ProviderFailed as failed:
-            # Masking reads what we sent, which can be long: off the event loop.
-            fields = await asyncio.to_thread(self._failure_fields, failed, _sent_texts(messages))
-            logger.warning("model provider failed: %s", failed.failure.message, extra={"fields": fields})
-            raise failed.failure.error() from None
-        # Tool calls come whole, once their last argument piece is in.
-        for index in sorted(calls):
-            call = calls[index]
-            yield ToolCallRequest(
-                id=call["id"] or f"call_{index}", name=call["name"], arguments=call["arguments"] or "{}"
-            )
+        return orjson.dumps(request)
 
     async def _open(self, body: bytes) -> aiohttp.ClientResponse:
         """The streamed response, its status 2xx: connection errors, timeouts and retryable statuses
@@ -163,7 +151,13 @@ class OpenAIChatModel:
             retry = attempt < self._max_retries
             try:
                 response = await session.post(
-                    self._url, data=body, headers=self._headers, timeout=self._timeout, allow_redirects=False
+                    self._url,
+                    data=body,
+                    headers=self._headers,
+                    timeout=self._timeout,
+                    allow_redirects=False,
+                    proxy=self._proxy,
+                    proxy_auth=self._proxy_auth,
                 )
             except aiohttp.ClientError as exc:
                 if retry:
@@ -208,50 +202,138 @@ class OpenAIChatModel:
 
 
 def _new_session() -> aiohttp.ClientSession:
-    # trust_env: HTTP(S)_PROXY and NO_PROXY are honoured, as the openai client (httpx) does.
     connector = aiohttp.TCPConnector(limit=_MAX_CONNECTIONS, limit_per_host=0)
-    return aiohttp.ClientSession(connector=connector, trust_env=True)
+    return aiohttp.ClientSession(connector=connector)
 
 
-async def _chunks(response: aiohttp.ClientResponse) -> AsyncGenerator[dict[str, Any], None]:
-    """The JSON objects of a response's SSE `data:` events, up to `[DONE]`. An error object in the
-    stream, an event that is not JSON and a transport's failure raise _ProviderFailed."""
-    read_line = response.content.readline
-    data: list[bytes] = []
+def _proxy_from_env(url: str) -> tuple[str | None, aiohttp.BasicAuth | None]:
+    """The proxy HTTP(S)_PROXY and NO_PROXY give for `url` (none: direct), as the openai client
+    (httpx) honours them. Read once: the session's `trust_env` would read the environment and
+    ~/.netrc again in two worker threads per request (a fifth of a relay's CPU, bench/README.md)."""
     try:
-        while True:
-            line = await read_line(max_line_length=_MAX_LINE)
+        proxy, auth = get_env_proxy_for_url(URL(url))
+    except LookupError:
+        return None, None
+    return str(proxy), auth
+
+
+class _ReplyReader:
+    """One streamed reply, read as it arrives: the JSON chunks of its SSE `data:` events become
+    model events (text, reasoning, usage), and tool-call parts are put together by index.
+
+    Each `read()` takes whatever has arrived (`readany`: usually one token) and splits it into
+    lines here, at half the CPU of two `readline` calls per event; and nothing of a chunk is
+    held while the reply waits for the next one, which is most of an LLM stream's life."""
+
+    __slots__ = ("_response", "_rest", "_data", "_calls", "_failed", "done")
+
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self._rest = b""  # the start of a line whose end has not come yet
+        self._data: list[bytes] = []  # the data lines of the event being read
+        self._calls: dict[int, dict[str, str]] = {}
+        self._failed: _ProviderFailed | None = None  # after events that came before it in the same read
+        self.done = False
+
+    async def read(self) -> list[ModelEvent]:
+        """The events of what arrived next (none, when no event is whole yet). At `[DONE]` or
+        the body's end `done` turns true. An error object in the stream, an event that is not
+        JSON, a line too long and a transport's failure raise _ProviderFailed, after the events
+        that came before them."""
+        if self._failed is not None:
+            raise self._failed
+        response = self._response
+        try:
+            block = await response.content.readany()
+        except aiohttp.ClientError as exc:
+            raise _ProviderFailed.of_transport(exc, response) from None
+        events: list[ModelEvent] = []
+        try:
+            self._split(self._rest + block if self._rest else block, events, ended=not block)
+        except _ProviderFailed as failed:
+            if not events:
+                raise
+            self._failed = failed  # the text before the failure reaches the client first
+            return events
+        if self.done and block:  # [DONE]: the rest of the body, so the connection can be reused
+            await _drain(response)
+        return events
+
+    def _split(self, block: bytes, events: list[ModelEvent], *, ended: bool) -> None:
+        """Add the events whose end is in `block`, and keep the start of a line it ends in; at
+        the body's end (`ended`), an event still open is whole."""
+        data = self._data
+        start = 0
+        while (end := block.find(b"\n", start)) >= 0:
+            line = block[start:end]
+            start = end + 1
             if line.startswith(b"data:"):
                 data.append(line[5:].strip())
+            elif data and not line.strip():  # a blank line: the event is whole
+                if self._event_ends(events):
+                    return
+            # else: a comment (": keep-alive"), another field (event:, id:), a blank line between events
+        self._rest = rest = block[start:]
+        if len(rest) > _MAX_LINE:
+            raise _ProviderFailed.of_stream(None, self._response, f"a line of more than {_MAX_LINE} bytes")
+        if ended:
+            self.done = True
+            if rest.startswith(b"data:"):
+                data.append(rest[5:].strip())
+            if data:
+                self._event_ends(events)
+
+    def _event_ends(self, events: list[ModelEvent]) -> bool:
+        """Add the events of the event whose data lines are read; True at `[DONE]`."""
+        data = self._data
+        payload = data[0] if len(data) == 1 else b"\n".join(data)
+        data.clear()
+        if payload.startswith(b"[DONE]"):
+            self.done = True
+            return True
+        try:
+            chunk = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise _ProviderFailed.of_stream(None, self._response, "an event that is not JSON") from None
+        if type(chunk) is dict:
+            if chunk.get("error"):
+                raise _ProviderFailed.of_stream(chunk["error"], self._response)
+            self._add(chunk, events)
+        return False
+
+    def _add(self, chunk: dict[str, Any], events: list[ModelEvent]) -> None:
+        usage = chunk.get("usage")
+        if usage:
+            events.append(
+                TokenUsage(
+                    input_tokens=usage.get("prompt_tokens") or 0,
+                    output_tokens=usage.get("completion_tokens") or 0,
+                    total_tokens=usage.get("total_tokens") or 0,
+                )
+            )
+        for choice in chunk.get("choices") or ():
+            delta = choice.get("delta")
+            if not delta:
                 continue
-            if not data:  # a comment (": keep-alive"), a blank line, or the body's end
-                if line:
-                    continue
-                return
-            if line.strip():  # another field of the same event (event:, id:)
-                continue
-            # A blank line, or the body's end: the event is whole.
-            payload = data[0] if len(data) == 1 else b"\n".join(data)
-            data.clear()
-            if payload.startswith(b"[DONE]"):
-                await _drain(response)
-                return
-            try:
-                chunk = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                raise _ProviderFailed.of_stream(None, response, "an event that is not JSON") from None
-            if type(chunk) is dict:
-                if chunk.get("error"):
-                    raise _ProviderFailed.of_stream(chunk["error"], response)
-                yield chunk
-            if not line:
-                return
-    except aiohttp.ClientError as exc:
-        raise _ProviderFailed.of_transport(exc, response) from None
-    except LineTooLong:
-        raise _ProviderFailed.of_stream(None, response, f"a line of more than {_MAX_LINE} bytes") from None
-    finally:
-        response.release()
+            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+            if reasoning and isinstance(reasoning, str):
+                events.append(ReasoningDelta(reasoning))
+            content = delta.get("content")
+            if content and isinstance(content, str):
+                events.append(TextDelta(content))
+            parts = delta.get("tool_calls")
+            if parts:
+                _add_call_parts(self._calls, parts)
+
+    def tool_calls(self) -> list[ToolCallRequest]:
+        """The reply's tool calls, whole, in index order: known once the reply has ended."""
+        return [
+            ToolCallRequest(id=call["id"] or f"call_{index}", name=call["name"], arguments=call["arguments"] or "{}")
+            for index, call in sorted(self._calls.items())
+        ]
+
+    def release(self) -> None:
+        self._response.release()
 
 
 async def _drain(response: aiohttp.ClientResponse) -> None:

@@ -51,8 +51,9 @@ class ReplyStreams:
 
 @dataclass
 class Reply:
-    """What one model reply came to: its text, the tool calls it asked for, and the tokens the
-    model reported for it (its request is the caller's to count: ONE_REQUEST)."""
+    """What one model reply came to: its text (when it was offered tools: see `stream_reply`),
+    the tool calls it asked for, and the tokens the model reported for it (its request is the
+    caller's to count: ONE_REQUEST)."""
 
     text: str = ""
     calls: list[ToolCallRequest] = field(default_factory=list)
@@ -67,14 +68,21 @@ async def stream_reply(
     streams: ReplyStreams,
 ) -> Reply:
     """One reply: reasoning to THINKING and text to FINAL_RESPONSE as they arrive (text before a
-    tool call too), the tool calls collected, the reported tokens added up."""
+    tool call too), the tool calls collected, the reported tokens added up.
+
+    The reply's text is kept only when the model was offered tools: it goes back to the model
+    with the calls' results, while a reply with no tools ends the run, and its text has reached
+    the client already. Kept, it is one string grown in place (a list of the deltas would hold
+    an object, about 80 bytes, per token)."""
     streams.new_turn()
-    text: list[str] = []
+    keep_text = bool(tools)
+    text = ""
     calls: list[ToolCallRequest] = []
     usage = TokenUsage()
     async for event in model.stream(messages, tools, settings):
         if isinstance(event, TextDelta):
-            text.append(event.text)
+            if keep_text:
+                text += event.text
             await streams.write(names.FINAL_RESPONSE, event.text)
         elif isinstance(event, ReasoningDelta):
             await streams.write(names.THINKING, event.text)
@@ -82,7 +90,7 @@ async def stream_reply(
             calls.append(event)
         elif isinstance(event, TokenUsage):
             usage += event
-    return Reply("".join(text), calls, usage)
+    return Reply(text, calls, usage)
 
 
 async def finish_run(

@@ -168,32 +168,41 @@ class TextChunkEvent:
                 + _dumps(self.content)
                 + "}",
             )
-        # The hot path: all but the id and the content is the same for every chunk of a stream.
-        key = (self.event_name, self.source, self.stream_id, self.is_complete)
+        # The hot path: all but the id, the stream id and the content is the same for every chunk
+        # of every stream of an event name and source.
+        key = (self.event_name, self.source, self.is_complete)
         template = _CHUNK_TEMPLATES.get(key)
         if template is None:
             template = _chunk_template(*key)
-            if len(self.event_name) + len(self.source) + len(self.stream_id) <= _CHUNK_TEMPLATE_MAX_KEY:
+            if len(self.event_name) + len(self.source) <= _CHUNK_TEMPLATE_MAX_KEY:
                 if len(_CHUNK_TEMPLATES) >= _CHUNK_TEMPLATES_LIMIT:
                     _CHUNK_TEMPLATES.clear()
                 _CHUNK_TEMPLATES[key] = template
+        stream_id = self.stream_id
+        # The ids this service makes are ULIDs: JSON strings as they are.
+        if stream_id.isalnum() and stream_id.isascii():
+            stream_id = f'"{stream_id}"'
+        else:
+            stream_id = _escaped(_dumps(stream_id))
         content = _dumps(self.content)
         if _LINE_BREAKS_JSON_KEEPS.search(content) is not None:
             content = _LINE_BREAKS_JSON_KEEPS.sub(_escape_line_breaks, content)
         event_id = self.id
         assert event_id is not None, "an event is framed once its hook has given it an id"
-        return _encode(template[0] + event_id + template[1] + content + "}\n\n")
+        # One f-string: the frame's text is made in one allocation, not one per `+`.
+        return _encode(f"{template[0]}{event_id}{template[1]}{stream_id}{template[2]}{content}}}\n\n")
 
 
-# (event_name, source, stream_id, is_complete) -> the frame's text before the id, and between
-# the id and the content. Bounded in entries and in their size (a source comes from the client):
-# emptied when full; long keys are not kept.
-_CHUNK_TEMPLATES: dict[tuple[str, str, str, bool], tuple[str, str]] = {}
-_CHUNK_TEMPLATES_LIMIT = 4096
+# (event_name, source, is_complete) -> the frame's text before the id, between the id and the
+# stream id, and between the stream id and the content. Not per stream: every open stream would
+# hold one. Bounded in entries and in their size (a source comes from the client): emptied when
+# full; long keys are not kept.
+_CHUNK_TEMPLATES: dict[tuple[str, str, bool], tuple[str, str, str]] = {}
+_CHUNK_TEMPLATES_LIMIT = 1024
 _CHUNK_TEMPLATE_MAX_KEY = 256
 
 
-def _chunk_template(event_name: str, source: str, stream_id: str, is_complete: bool) -> tuple[str, str]:
+def _chunk_template(event_name: str, source: str, is_complete: bool) -> tuple[str, str, str]:
     before_id = (
         "event: "
         + event_name
@@ -202,16 +211,9 @@ def _chunk_template(event_name: str, source: str, stream_id: str, is_complete: b
             '{"content_type":"chunked.text","event_name":' + _dumps(event_name) + ',"schema_version":"1.0","id":"'
         )
     )
-    after_id = _escaped(
-        '","source":'
-        + _dumps(source)
-        + ',"metadata":null,"stream_id":'
-        + _dumps(stream_id)
-        + ',"is_complete":'
-        + ("true" if is_complete else "false")
-        + ',"content":'
-    )
-    return before_id, after_id
+    after_id = _escaped('","source":' + _dumps(source) + ',"metadata":null,"stream_id":')
+    after_stream_id = ',"is_complete":' + ("true" if is_complete else "false") + ',"content":'
+    return before_id, after_id, after_stream_id
 
 
 @dataclass(slots=True, kw_only=True)

@@ -105,8 +105,14 @@ class EventStream(Response):
                             continue
                     if not batch:
                         break
-                    body = batch[0] if len(batch) == 1 else b"".join(batch)
-                    await send({"type": "http.response.body", "body": body, "more_body": True})
+                    # No local keeps the frames: a waiting stream would hold its last write.
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": batch[0] if len(batch) == 1 else b"".join(batch),
+                            "more_body": True,
+                        }
+                    )
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             except OSError:
                 pass  # the client is gone (servers that raise on a send after a disconnect)

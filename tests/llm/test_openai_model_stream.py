@@ -8,9 +8,12 @@ import asyncio
 import gc
 import logging
 import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 
+from app.llm import openai_model
 from app.llm.messages import ChatMessage, TextDelta
 from app.llm.model import ModelSettings
 from app.llm.openai_model import OpenAIChatModel
@@ -45,6 +48,95 @@ async def test_an_event_split_over_data_lines_comments_and_other_fields_are_read
         )
     )
     assert await text_of(OpenAIChatModel("gpt-test", base_url=model.base_url)) == "Hi there"
+
+
+@asynccontextmanager
+async def provider_writing(*writes: bytes, heads: list[bytes] | None = None) -> AsyncIterator[str]:
+    """A provider that answers any request with a 200 event stream written as `writes`, each
+    its own TCP write a moment after the last, then closes: lines and events cut anywhere.
+    Each request's head (request line and headers) is added to `heads`."""
+
+    answering: set[asyncio.Task[object]] = set()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answering.add(asyncio.current_task())  # type: ignore[arg-type]
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            if heads is not None:
+                heads.append(head)
+            length = next(int(h.split(b":")[1]) for h in head.lower().split(b"\r\n") if h.startswith(b"content-length"))
+            await reader.readexactly(length)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
+            for piece in writes:
+                writer.write(piece)
+                await writer.drain()
+                await asyncio.sleep(0.02)
+        except ConnectionError:
+            pass  # the client gave up first
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield f"http://127.0.0.1:{port}/v1"
+        await asyncio.gather(*answering)  # every connection closed before the loop ends
+
+
+def data(text: str) -> bytes:
+    return b'data: {"choices":[{"index":0,"delta":{"content":"' + text.encode() + b'"}}]}'
+
+
+async def test_events_cut_anywhere_by_the_network_crlf_lines_and_a_last_event_without_its_blank_line_are_read():
+    first, second = data("Hel"), data("lo")
+    writes = [first[:9], first[9:] + b"\r", b"\n\r\n" + second[:3], second[3:] + b"\n", b": ping\n\n", data("!")]
+    async with provider_writing(*writes) as base_url:
+        chat_model = OpenAIChatModel("gpt-test", base_url=base_url)
+        events = [e async for e in chat_model.stream(HELLO, (), ModelSettings())]
+        await chat_model.aclose()
+    assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo", "!"]
+
+
+async def test_text_read_together_with_a_failure_after_it_still_comes_first(llm_log):
+    error = b'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n'
+    async with provider_writing(data("Hi") + b"\n\n" + data(" there") + b"\n\n" + error) as base_url:
+        chat_model = OpenAIChatModel("gpt-test", base_url=base_url)
+        texts: list[str] = []
+        with pytest.raises(ModelProviderError) as caught:
+            async for event in chat_model.stream(HELLO, (), ModelSettings()):
+                texts.append(event.text)  # type: ignore[union-attr]
+        await chat_model.aclose()
+    assert texts == ["Hi", " there"] and caught.value.error_code == 502
+    assert llm_log[0].fields["provider_message"] == "overloaded"
+
+
+async def test_a_line_longer_than_the_limit_is_a_failure_not_a_buffer_that_grows(monkeypatch, llm_log):
+    monkeypatch.setattr(openai_model, "_MAX_LINE", 1000)
+    async with provider_writing(data("Hi") + b"\n\n", b"data: " + b"x" * 600, b"x" * 600, b"\n\n") as base_url:
+        chat_model = OpenAIChatModel("gpt-test", base_url=base_url)
+        with pytest.raises(ModelProviderError):
+            await text_of(chat_model)
+        await chat_model.aclose()
+    assert "a line of more than 1000 bytes" in llm_log[0].fields["provider_message"]
+
+
+async def test_the_proxy_in_the_environment_is_used_and_no_proxy_is_obeyed(monkeypatch):
+    heads: list[bytes] = []
+    async with provider_writing(data("via proxy") + b"\n\n", heads=heads) as proxy_url:
+        proxy = proxy_url.removesuffix("/v1")
+        monkeypatch.setenv("HTTP_PROXY", proxy)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        # No such host: only a proxy can answer for it.
+        proxied = OpenAIChatModel("gpt-test", base_url="http://model.invalid/v1")
+        assert await text_of(proxied) == "via proxy"
+        await proxied.aclose()
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        direct = OpenAIChatModel("gpt-test", base_url=proxy_url)  # the same server, reached directly
+        assert await text_of(direct) == "via proxy"
+        await direct.aclose()
+    assert heads[0].startswith(b"POST http://model.invalid/v1/chat/completions HTTP/1.1")
+    assert heads[1].startswith(b"POST /v1/chat/completions HTTP/1.1")
 
 
 async def test_an_event_that_is_not_json_is_a_failure_while_answering(model, llm_log):

@@ -4,17 +4,21 @@ tests/server/user_apps.py, served by a real uvicorn on loopback."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
 import pytest
+from fastapi.testclient import TestClient
 
+from app import create_app
 from tests.server.test_stream_guarantees import (
     assert_a_disconnect_cancels_the_agent_within_a_second,
     assert_well_ended,
 )
+from tests.support.agents import ScriptedAgent
 from tests.support.server import RunningServer, free_port, running_command
 from tests.support.sse import new_body, read_stream
 
@@ -127,3 +131,13 @@ def test_the_services_router_included_in_another_app_serves_assist():
         assert stream.status == 200
         assert_well_ended(stream)
         assert httpx.get(server.url + "/healthz").json() == {"status": "ok"}
+
+
+def test_what_exists_when_the_service_starts_is_frozen_out_of_the_collectors_full_passes():
+    gc.unfreeze()
+    try:
+        with TestClient(create_app(agent=ScriptedAgent())) as client:
+            assert gc.get_freeze_count() > 0
+            assert client.get("/healthz").status_code == 200
+    finally:
+        gc.unfreeze()  # the rest of the test session is collected as usual
