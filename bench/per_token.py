@@ -26,7 +26,6 @@ import asyncio
 import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
 
 import uvloop
 from ulid import ULID
@@ -152,11 +151,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"| {'agent':<10} | {'us/token':>9} | {'over frames':>11} | {'over relay':>10} |")
     print(f"|{'-' * 12}|{'-' * 10}:|{'-' * 12}:|{'-' * 11}:|")
     for name, values in figures.items():
-        median: Any = statistics.median(values)
-        print(
-            f"| {name:<10} | {median:5.2f} ({min(values):.2f}) | {median - floor:+11.2f} | "
-            f"{(median - relay) if name == 'LLMAgent' else float('nan'):+10.2f} |"
-        )
+        median = statistics.median(values)
+        over_relay = f"{median - relay:+.2f}" if name == "LLMAgent" else ""
+        print(f"| {name:<10} | {median:5.2f} ({min(values):.2f}) | {median - floor:+11.2f} | {over_relay:>10} |")
 
 
 if __name__ == "__main__":

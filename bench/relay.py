@@ -1,6 +1,6 @@
 """The relay load: a model's tokens relayed to the client, ours against the 0.3.0 pattern, in one run.
 
-    python -m bench.relay                 # the full run (about 5 minutes on 2 cores)
+    python -m bench.relay                 # the full run (about 3 minutes on 2 cores)
     python -m bench.relay --quick         # a smoke run (about 1 minute)
     python -m bench.relay --table         # run nothing: print the table of bench/relay_results.json
 
