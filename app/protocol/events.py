@@ -156,7 +156,8 @@ class TextChunkEvent:
 
     def sse_frame(self) -> bytes:
         stream_id = self.stream_id
-        # The hot path: metadata null and a stream id made here (a ULID, a JSON string as it is).
+        # The hot path: metadata null and a stream id of letters and digits (as create_text_stream
+        # makes them: a JSON string as it is).
         # All but the id, the stream id and the content is then the same for every chunk of
         # every stream of an event name and source.
         if self.metadata is not None or not (stream_id.isalnum() and stream_id.isascii()):
