@@ -23,6 +23,7 @@ from app.protocol.events import (
     TextChunkEvent,
 )
 from app.protocol.history import Message
+from app.runtime.reserved import NO_RESULT
 
 _JSON_KINDS: dict[str, tuple[EventKind, type[BaseModel]]] = {
     names.TOOL_CALL: ("tool_call", names.ToolCallPayload),
@@ -100,6 +101,8 @@ class ResultBuilder:
         self._interrupt: PendingInterrupt | None = None
         self._wire_events: list[dict[str, Any]] = []
         self._cancelled = False
+        self._ended = False
+        self._answered: set[str] = set()
 
     def add_wire(self, event: Any) -> None:
         self._wire_events.append(ResponseEventAdapter.dump_python(event, mode="json"))
@@ -115,6 +118,7 @@ class ResultBuilder:
         elif kind == "tool_result":
             call = self._tool_calls.get(data["id"]) or ToolCall(id=data["id"], name=data["name"])
             self._tool_calls[data["id"]] = call.model_copy(update={"result": data["result"], "error": data["error"]})
+            self._answered.add(data["id"])
         elif kind == "usage":
             self._usage += TokenUsage.model_validate(data)
         elif kind == "stage":
@@ -127,6 +131,8 @@ class ResultBuilder:
             )
         elif kind == "cancelled":
             self._cancelled = True
+        if kind in ("done", "cancelled"):
+            self._ended = True
 
     def result(self) -> AgentResult:
         # docs/protocol.md, "A turn of history": the answer is FINAL_RESPONSE; without
@@ -136,10 +142,15 @@ class ResultBuilder:
             Message(role="user", content=self._prompt),
             Message(role="assistant", content=text, events=tuple(self._wire_events)),
         )
+        calls = list(self._tool_calls.values())
+        if self._ended:  # a call the run never answered (an agent of another server) has its error
+            calls = [
+                call if call.id in self._answered else call.model_copy(update={"error": NO_RESULT}) for call in calls
+            ]
         return AgentResult(
             text=text,
             messages=self._history + turn,
-            tool_calls=tuple(self._tool_calls.values()),
+            tool_calls=tuple(calls),
             usage=self._usage,
             stages=tuple(self._stages),
             errors=tuple(self._errors),

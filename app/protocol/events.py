@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import AfterValidator, Field, TypeAdapter
@@ -24,11 +25,33 @@ ERROR_EVENT_NAME: Final = "error"
 DONE_EVENT_NAME: Final = "done"
 MAX_METADATA_KEYS = 16
 
-TEXTBLOCK: Final = "atomic.textblock"
-JSON: Final = "atomic.json"
-TEXT_STREAM: Final = "chunked.text"
-ERROR: Final = "atomic.error"
-DONE: Final = "atomic.done"
+
+class BaseEventType(StrEnum):
+    """An event is atomic (whole) or chunked (a piece of a stream); as 0.3.0's enum."""
+
+    ATOMIC = "atomic"
+    CHUNKED = "chunked"
+
+
+class EventContentType(StrEnum):
+    """The five wire types, as 0.3.0's enum: a member is also its string ("atomic.json")."""
+
+    JSON = "atomic.json"
+    TEXTBLOCK = "atomic.textblock"
+    TEXT_STREAM = "chunked.text"
+    ERROR = "atomic.error"
+    DONE = "atomic.done"
+
+    @property
+    def base_type(self) -> BaseEventType:
+        return BaseEventType(self.value.split(".")[0])
+
+
+TEXTBLOCK: Final = EventContentType.TEXTBLOCK
+JSON: Final = EventContentType.JSON
+TEXT_STREAM: Final = EventContentType.TEXT_STREAM
+ERROR: Final = EventContentType.ERROR
+DONE: Final = EventContentType.DONE
 
 MetadataValue = str | int | float | bool | list[str]
 
@@ -97,11 +120,56 @@ def _head(content_type: str, event_name: str, id: str | None, source: str, metad
     )
 
 
+class Event:
+    """The base of the five event classes, with what 0.3.0's pydantic events offered a hook:
+    `model_dump()` and `model_dump_json()` (the same JSON as the wire's `data:` line, but for
+    the escapes of U+2028/U+2029/U+0085 that frames add), and the bases 0.3.0 code tests with
+    `isinstance`. The events themselves are slotted dataclasses: cheap to make and to frame."""
+
+    __slots__ = ()
+
+    def model_dump(self, *, mode: Literal["python", "json"] = "python", **options: Any) -> dict[str, Any]:
+        dumped: dict[str, Any] = _adapter(type(self)).dump_python(self, mode=mode, **options)
+        return dumped
+
+    def model_dump_json(self, **options: Any) -> str:
+        return _adapter(type(self)).dump_json(self, **options).decode()
+
+
+class BaseEvent(Event):
+    """An event with an id, a source and metadata: all five."""
+
+    __slots__ = ()
+
+
+class AtomicEvent(BaseEvent):
+    """A whole event: a text block, a document, an error, done."""
+
+    __slots__ = ()
+
+
+class StreamEvent(BaseEvent):
+    """A piece of a stream: a text chunk."""
+
+    __slots__ = ()
+
+
+_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+
+
+def _adapter(event_class: type) -> TypeAdapter[Any]:
+    """Made on first use: a hook that never dumps never pays for it."""
+    adapter = _ADAPTERS.get(event_class)
+    if adapter is None:
+        adapter = _ADAPTERS[event_class] = TypeAdapter(event_class)
+    return adapter
+
+
 @dataclass(slots=True, kw_only=True)
-class TextBlockEvent:
+class TextBlockEvent(AtomicEvent):
     """A whole piece of text under a name the agent chooses."""
 
-    content_type: Literal["atomic.textblock"] = TEXTBLOCK
+    content_type: Literal[EventContentType.TEXTBLOCK] = TEXTBLOCK
     event_name: str
     schema_version: str = SCHEMA_VERSION
     id: EventId = None
@@ -115,10 +183,10 @@ class TextBlockEvent:
 
 
 @dataclass(slots=True, kw_only=True)
-class DocumentEvent:
+class DocumentEvent(AtomicEvent):
     """A JSON object under a name the agent chooses."""
 
-    content_type: Literal["atomic.json"] = JSON
+    content_type: Literal[EventContentType.JSON] = JSON
     event_name: str
     schema_version: str = SCHEMA_VERSION
     id: EventId = None
@@ -132,10 +200,10 @@ class DocumentEvent:
 
 
 @dataclass(slots=True, kw_only=True)
-class TextChunkEvent:
+class TextChunkEvent(StreamEvent):
     """One chunk of a text stream; the last chunk of a stream has is_complete true."""
 
-    content_type: Literal["chunked.text"] = TEXT_STREAM
+    content_type: Literal[EventContentType.TEXT_STREAM] = TEXT_STREAM
     event_name: str
     schema_version: str = SCHEMA_VERSION
     id: EventId = None
@@ -224,10 +292,10 @@ class ErrorContent:
 
 
 @dataclass(slots=True, kw_only=True)
-class ErrorEvent:
+class ErrorEvent(AtomicEvent):
     """An error the client should show; more events may follow, `done` still ends the response."""
 
-    content_type: Literal["atomic.error"] = ERROR
+    content_type: Literal[EventContentType.ERROR] = ERROR
     event_name: Literal["error"] = ERROR_EVENT_NAME
     schema_version: str = SCHEMA_VERSION
     id: EventId = None
@@ -252,10 +320,10 @@ class ErrorEvent:
 
 
 @dataclass(slots=True, kw_only=True)
-class DoneEvent:
+class DoneEvent(AtomicEvent):
     """The last event of every response."""
 
-    content_type: Literal["atomic.done"] = DONE
+    content_type: Literal[EventContentType.DONE] = DONE
     event_name: Literal["done"] = DONE_EVENT_NAME
     schema_version: str = SCHEMA_VERSION
     id: EventId = None

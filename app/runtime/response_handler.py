@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from app.protocol import conventions as names
 from app.protocol.events import (
     DEFAULT_ERROR_CODE,
     EVENT_NAME_BREAKS,
@@ -22,6 +23,7 @@ from app.protocol.events import (
 from app.runtime.agent import Identity
 from app.runtime.errors import AgentError, ResponseStreamClosedError
 from app.runtime.hook import Hook
+from app.runtime.reserved import OpenToolCalls, checked_stage
 from app.runtime.text_stream import StreamEventEmitter
 
 
@@ -58,7 +60,7 @@ def _document(data: object) -> dict[str, Any]:
 class ResponseHandler:
     """Emits an agent's events through a Hook; `complete()` ends the response with `done`."""
 
-    __slots__ = ("_source", "_hook", "_streams", "_forwarded", "_closing", "_is_complete")
+    __slots__ = ("_source", "_hook", "_streams", "_forwarded", "_tool_calls", "_closing", "_is_complete")
 
     def __init__(self, source: str | Identity, hook: Hook) -> None:
         self._source = source.id if isinstance(source, Identity) else source
@@ -66,6 +68,7 @@ class ResponseHandler:
         # Made when first needed: a response that is only waiting holds none of them.
         self._streams: list[StreamEventEmitter] | None = None
         self._forwarded: dict[str, TextChunkEvent] | None = None  # open streams of other agents, sent through here
+        self._tool_calls: OpenToolCalls | None = None  # TOOL_CALLs sent and not answered yet
         self._closing: (
             list[Any] | tuple[()]
         ) = ()  # complete()'s events not sent yet (it may be cut short waiting for room)
@@ -92,11 +95,43 @@ class ResponseHandler:
         await self.complete()
 
     async def emit_json(self, event_name: str, data: Mapping[str, Any] | BaseModel) -> None:
-        """Send a JSON object under `event_name`: a dict, or a pydantic model such as a reserved payload."""
+        """Send a JSON object under `event_name`: a dict, or a pydantic model such as a reserved payload.
+
+        A `STAGE` must be labels and integer counts only (AgentError otherwise); a `TOOL_CALL`
+        still unanswered when the response ends gets a `TOOL_RESULT` with an error."""
         self._check_open()
         content = _document(data)
-        await self._hook.emit(
-            DocumentEvent(event_name=check_event_name(event_name), source=self._source, content=content)
+        event_name = check_event_name(event_name)
+        if event_name == names.STAGE:
+            content = checked_stage(content)
+        elif event_name == names.TOOL_CALL or event_name == names.TOOL_RESULT:
+            if self._tool_calls is None:
+                self._tool_calls = OpenToolCalls()
+            self._tool_calls.sent(event_name, content)
+        await self._hook.emit(DocumentEvent(event_name=event_name, source=self._source, content=content))
+
+    async def emit_stage(
+        self,
+        stage: str,
+        phase: str,
+        outcome: str,
+        *,
+        capability: str | None = None,
+        reason: str | None = None,
+        counts: Mapping[str, int] | None = None,
+    ) -> None:
+        """Send a `STAGE`: where a multi-step run is (labels) and how much it did (integer
+        counts), never what it saw or said."""
+        await self.emit_json(
+            names.STAGE,
+            {
+                "stage": stage,
+                "phase": phase,
+                "capability": capability,
+                "outcome": outcome,
+                "reason": reason,
+                "counts": dict(counts or {}),
+            },
         )
 
     async def emit_text_block(self, event_name: str, content: str) -> None:
@@ -162,23 +197,32 @@ class ResponseHandler:
         # Closed before the first await: a second complete(), or an emit from another
         # task, cannot slip in between the last chunks and `done`.
         self._is_complete = True
-        self._closing = [*self._last_chunks(), DoneEvent(source=self._source)]
+        self._closing = [*self._last_events(), DoneEvent(source=self._source)]
         while self._closing:
             await self._hook.emit(self._closing[0])
             self._closing.pop(0)
 
-    def _last_chunks(self) -> list[TextChunkEvent]:
-        """The closing chunk of every stream still open: this agent's, and those it forwarded."""
-        chunks = [stream.last_chunk() for stream in self._streams or () if not stream.is_complete]
+    def _last_events(self) -> list[TextChunkEvent | DocumentEvent]:
+        """What ends what is still open: the closing chunk of every stream (this agent's, and
+        those it forwarded), then a TOOL_RESULT with an error for every unanswered TOOL_CALL."""
+        last: list[TextChunkEvent | DocumentEvent] = [
+            stream.last_chunk() for stream in self._streams or () if not stream.is_complete
+        ]
         forwarded, self._forwarded = self._forwarded or {}, None
-        chunks += [first.closing_chunk() for first in forwarded.values()]
-        return chunks
+        last += [first.closing_chunk() for first in forwarded.values()]
+        if self._tool_calls is not None:
+            last += [
+                DocumentEvent(event_name=names.TOOL_RESULT, source=self._source, content=content)
+                for content in self._tool_calls.unanswered()
+            ]
+        return last
 
     def close_now(self, error: ErrorContent | None = None, *, error_first: bool = False) -> list[Any]:
         """Mark the response complete at once; return the events that end it, for the server to send.
 
-        For endings the agent does not choose: the last chunk of each open stream, then
-        `error` if given (or the error first: `error_first`), then `done`.
+        For endings the agent does not choose: the last chunk of each open stream and a result
+        for each unanswered tool call, then `error` if given (or the error first:
+        `error_first`), then `done`.
         """
         if self._is_complete:
             # complete() began and was cut short: what it had still to send, the error before `done`.
@@ -187,7 +231,7 @@ class ResponseHandler:
                 unsent.insert(len(unsent) - 1, ErrorEvent(source=self._source, content=error))
             return unsent
         self._is_complete = True
-        events: list[Any] = list(self._last_chunks())
+        events: list[Any] = list(self._last_events())
         if error is not None:
             events.insert(0 if error_first else len(events), ErrorEvent(source=self._source, content=error))
         events.append(DoneEvent(source=self._source))

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from app import Agent, AgentResult, RemoteAgentError, load_agent
+from app.runtime.reserved import NO_RESULT
 from tests.support.agents import ScriptedAgent
 
 PROCESSOR = "facade-test"
@@ -54,7 +55,9 @@ async def test_showcase_gives_equal_results_in_process_and_over_http(both_showca
     assert without_ids(await local.run(prompt)) == without_ids(await remote.run(prompt))
 
 
-@pytest.mark.parametrize("prompt", ["conventions", "raise", "no-complete", "every-event"])
+@pytest.mark.parametrize(
+    "prompt", ["conventions", "raise", "no-complete", "every-event", "unanswered-call", "unanswered-call:raise"]
+)
 async def test_scripted_agents_give_equal_results_in_process_and_over_http(both_scripted, prompt):
     local, remote = both_scripted
     assert without_ids(await local.run(prompt)) == without_ids(await remote.run(prompt))
@@ -209,3 +212,15 @@ async def test_a_refused_remote_run_raises_with_the_status(request):
 def test_run_sync_for_scripts():
     result = Agent(load_agent("showcase")).run_sync("hi")
     assert "hi" in result.text
+
+
+@pytest.mark.parametrize("prompt", ["unanswered-call", "unanswered-call:raise"])
+async def test_a_tool_call_left_open_is_answered_with_an_error_so_one_of_result_or_error_is_set(both_scripted, prompt):
+    for agent in both_scripted:
+        result = await agent.run(prompt)
+        answered, unanswered = result.tool_calls
+        assert (answered.id, answered.result, answered.error) == ("call-1", None, None)  # None is its result
+        assert (unanswered.id, unanswered.result, unanswered.error) == ("call-2", None, NO_RESULT)
+        names = [event["event_name"] for event in result.messages[-1].events]
+        assert names[-2:] == ["TOOL_RESULT", "done"]  # sent by the service, before done
+        assert bool(result.errors) == (prompt == "unanswered-call:raise")

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from app import AtomicEvent, BaseEvent, BaseEventType, Event, EventContentType, ResponseHandler, StreamEvent
 from app.protocol.events import (
     DocumentEvent,
     DoneEvent,
@@ -367,3 +368,50 @@ def test_metadata_with_sixteen_keys_parses():
 def test_metadata_with_more_than_sixteen_keys_fails_validation():
     with pytest.raises(ValidationError, match="at most 16 keys"):
         parse_event(metadata_event_data(17))
+
+
+# --- what 0.3.0's event classes offered a hook ----------------------------------------------
+
+Reference = pytest.importorskip("sentient_agent_framework.interface.events")
+
+
+@ordinary_events
+def test_model_dump_json_is_what_the_0_3_0_class_dumps_for_the_same_event(event):
+    reference = ReferenceAdapter.validate_json(frame_data(event.sse_frame()))
+    assert event.model_dump_json() == reference.model_dump_json()
+    assert event.model_dump(mode="json") == reference.model_dump(mode="json")
+    assert event.model_dump()["content_type"] == reference.model_dump()["content_type"]
+
+
+@ordinary_events
+def test_the_0_3_0_bases_and_content_type_enum_hold(event):
+    assert isinstance(event, Event) and isinstance(event, BaseEvent)
+    assert isinstance(event, StreamEvent) == isinstance(event, TextChunkEvent)
+    assert isinstance(event, AtomicEvent) == (not isinstance(event, TextChunkEvent))
+    assert isinstance(event.content_type, EventContentType)
+    assert event.content_type == event.content_type.value  # still the string it always was
+    expected_base = BaseEventType.CHUNKED if isinstance(event, TextChunkEvent) else BaseEventType.ATOMIC
+    assert event.content_type.base_type is expected_base
+    assert not hasattr(event, "__dict__")  # still slotted: the SSE path pays nothing for the bases
+
+
+async def test_a_hook_written_for_0_3_0_that_dumps_each_event_runs_an_agent():
+    class JsonLinesHook:  # as a 0.3.0 user writes one: model_dump_json() per event
+        def __init__(self) -> None:
+            self.lines: list[str] = []
+
+        async def emit(self, event) -> None:
+            event.id = EVENT_ID  # the service's hook stamps ids; this one does it itself
+            self.lines.append(event.model_dump_json())
+
+    hook = JsonLinesHook()
+    handler = ResponseHandler(SOURCE, hook)
+    await handler.emit_text_block("PLAN", "look it up")
+    await handler.emit_json("SOURCES", {"results": [1, 2]})
+    stream = handler.create_text_stream("FINAL_RESPONSE")
+    await stream.emit_chunk("Hello")
+    await stream.complete()
+    await handler.emit_error("went wrong", 502)
+    await handler.complete()
+    kinds = [Reference.ResponseEventAdapter.validate_json(line).content_type.value for line in hook.lines]
+    assert kinds == ["atomic.textblock", "atomic.json", "chunked.text", "chunked.text", "atomic.error", "atomic.done"]

@@ -80,6 +80,15 @@ class ScriptedAgent(AbstractAgent):
         except ResponseStreamClosedError as exc:
             Path(argument).write_text(type(exc).__name__)
 
+    async def _unanswered_call(self, session, argument, handler: ResponseHandler) -> None:
+        """Two tool calls, one answered; the other is still open when it ends (`raise`: by failing)."""
+        await handler.emit_json("TOOL_CALL", {"id": "call-1", "name": "search", "arguments": {"q": "a"}})
+        await handler.emit_json("TOOL_CALL", {"id": "call-2", "name": "fetch", "arguments": {"url": "b"}})
+        await handler.emit_json("TOOL_RESULT", {"id": "call-1", "name": "search", "result": None, "error": None})
+        if argument == "raise":
+            raise RuntimeError("failed with a call open")
+        await handler.complete()
+
     async def _every_event(self, session, argument, handler: ResponseHandler) -> None:
         await handler.emit_text_block("PLAN", "a plan ✓ ünïcödé\u2028line")
         await handler.emit_json("SOURCES", {"results": [{"n": 1, "ok": True, "x": None, "f": 1.5}]})
