@@ -148,7 +148,9 @@ class AgentStream:
             event = self._reader.read(item)
             if event is not None:
                 self._builder.add(event)
-                self._finished = event.kind == "done"
+                if event.kind == "done":
+                    self._finished = True
+                    event = event.model_copy(update={"result": self._builder.result()})
                 return event
 
     async def _pump_events(self) -> None:

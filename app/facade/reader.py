@@ -32,6 +32,7 @@ _JSON_KINDS: dict[str, tuple[EventKind, type[BaseModel]]] = {
     names.STAGE: ("stage", names.StagePayload),
     names.USAGE: ("usage", names.TokenUsage),
     names.ASK_USER: ("ask_user", names.AskUserPayload),
+    names.INTERRUPT: ("interrupt", names.InterruptPayload),
 }
 
 
@@ -43,6 +44,7 @@ class EventReader:
 
     def __init__(self) -> None:
         self._index = 0
+        self._calls: dict[str, ToolCall] = {}  # by id: a result's event names its call's arguments too
 
     def _make(self, kind: EventKind, event: Any, **fields: Any) -> AgentEvent:
         made = AgentEvent(kind=kind, index=self._index, event_name=event.event_name, id=event.id, **fields)
@@ -59,26 +61,42 @@ class EventReader:
             kind = _TEXT_KINDS.get(event.event_name, "text_block")
             return self._make(kind, event, text=event.content)
         if isinstance(event, DocumentEvent):
-            kind, data = "document", event.content
             if event.event_name in _JSON_KINDS:
-                reserved_kind, payload = _JSON_KINDS[event.event_name]
+                kind, payload_model = _JSON_KINDS[event.event_name]
                 try:
-                    data = payload.model_validate(event.content).model_dump(mode="json")
-                    kind = reserved_kind
+                    payload = payload_model.model_validate(event.content)
                 except ValidationError:
                     pass  # not the convention's shape: kept as a plain document, not dropped
-            return self._make(kind, event, data=data)
+                else:
+                    return self._make(kind, event, **self._typed(kind, payload))
+            return self._make("document", event, data=event.content)
         if isinstance(event, ErrorEvent):
             content = event.content
-            data = {
-                "error_message": content.error_message,
-                "error_code": content.error_code,
-                "details": content.details,
-            }
-            return self._make("error", event, text=content.error_message, data=data)
+            error = ErrorRecord(message=content.error_message, code=content.error_code, details=content.details)
+            return self._make("error", event, error=error)
         if isinstance(event, DoneEvent):
             return self._make("done", event)
         raise TypeError(f"not a wire event: {type(event).__name__}")
+
+    def _typed(self, kind: EventKind, payload: Any) -> dict[str, Any]:
+        """The AgentEvent field of a reserved document's kind, from its validated payload."""
+        if kind == "tool_call":
+            call = self._calls[payload.id] = ToolCall(id=payload.id, name=payload.name, arguments=payload.arguments)
+            return {"tool_call": call}
+        if kind == "tool_result":
+            called = self._calls.pop(payload.id, None)
+            arguments = called.arguments if called is not None else {}
+            answered = ToolCall(
+                id=payload.id, name=payload.name, arguments=arguments, result=payload.result, error=payload.error
+            )
+            return {"tool_call": answered}
+        if kind == "stage":
+            return {"stage": StageRecord.model_validate(payload.model_dump())}
+        if kind == "ask_user":
+            return {"interrupt": PendingInterrupt.of_ask_user(payload)}
+        if kind == "interrupt":
+            return {"interrupt": PendingInterrupt.of_interrupt(payload)}
+        return {kind: payload}  # handoff, usage
 
     def cancelled(self) -> AgentEvent:
         made = AgentEvent(kind="cancelled", index=self._index, event_name="cancelled")
@@ -108,27 +126,23 @@ class ResultBuilder:
         self._wire_events.append(ResponseEventAdapter.dump_python(event, mode="json"))
 
     def add(self, event: AgentEvent) -> None:
-        kind, data = event.kind, event.data or {}
+        kind = event.kind
         if kind == "text_delta":
             self._answer.append(event.text or "")
         elif kind in ("text_block", "text"):
             self._other_text.append(event.text or "")
-        elif kind == "tool_call":
-            self._tool_calls[data["id"]] = ToolCall(id=data["id"], name=data["name"], arguments=data["arguments"])
-        elif kind == "tool_result":
-            call = self._tool_calls.get(data["id"]) or ToolCall(id=data["id"], name=data["name"])
-            self._tool_calls[data["id"]] = call.model_copy(update={"result": data["result"], "error": data["error"]})
-            self._answered.add(data["id"])
-        elif kind == "usage":
-            self._usage += TokenUsage.model_validate(data)
-        elif kind == "stage":
-            self._stages.append(StageRecord(**data))
-        elif kind == "ask_user":
-            self._interrupt = PendingInterrupt(**data)
-        elif kind == "error":
-            self._errors.append(
-                ErrorRecord(message=data["error_message"], code=data["error_code"], details=data["details"])
-            )
+        elif kind in ("tool_call", "tool_result") and event.tool_call is not None:
+            self._tool_calls[event.tool_call.id] = event.tool_call
+            if kind == "tool_result":
+                self._answered.add(event.tool_call.id)
+        elif kind == "usage" and event.usage is not None:
+            self._usage += event.usage
+        elif kind == "stage" and event.stage is not None:
+            self._stages.append(event.stage)
+        elif kind in ("ask_user", "interrupt"):
+            self._interrupt = event.interrupt
+        elif kind == "error" and event.error is not None:
+            self._errors.append(event.error)
         elif kind == "cancelled":
             self._cancelled = True
         if kind in ("done", "cancelled"):

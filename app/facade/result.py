@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from app.protocol.conventions import AskUserPayload, StagePayload, TokenUsage
+from app.protocol.conventions import AskUserPayload, InterruptPayload, StagePayload, TokenUsage
 from app.protocol.history import Message
 
 
@@ -29,9 +29,41 @@ class StageRecord(StagePayload):
     """One step of a multi-stage run (a STAGE payload): counts, never contents."""
 
 
-class PendingInterrupt(AskUserPayload):
-    """The run stopped to ask the user something (an ASK_USER payload); `resumable` says
-    whether `token` can resume it."""
+class PendingInterrupt(_Value):
+    """A run that stopped to ask a person: a question (`kind` "ask_user", with `choices` to
+    offer, if any) or a decision on what it was about to do (`kind` "interrupt": `reason`,
+    and the `tool_call` to approve). `resumable` is what to read before building a reply UI:
+    whether `token` can resume the run."""
+
+    kind: Literal["ask_user", "interrupt"] = "ask_user"
+    question: str = ""
+    choices: tuple[str, ...] = ()
+    reason: str | None = None
+    tool_call: ToolCall | None = None
+    token: str | None = None
+    resumable: bool = False
+
+    @classmethod
+    def of_ask_user(cls, payload: AskUserPayload) -> PendingInterrupt:
+        return cls(
+            kind="ask_user",
+            question=payload.question,
+            choices=tuple(payload.choices),
+            token=payload.token,
+            resumable=payload.resumable,
+        )
+
+    @classmethod
+    def of_interrupt(cls, payload: InterruptPayload) -> PendingInterrupt:
+        call = payload.tool_call
+        return cls(
+            kind="interrupt",
+            question=payload.question,
+            reason=payload.reason,
+            tool_call=None if call is None else ToolCall(id=call.id, name=call.name, arguments=call.arguments),
+            token=payload.token,
+            resumable=payload.resumable,
+        )
 
 
 class ErrorRecord(_Value):

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from app.facade.agent import Agent
 from app.facade.events import AgentEvent
+from app.facade.result import PendingInterrupt
 from app.protocol.history import Message
 
 PROMPT = "[bold cyan]you ›[/] "
@@ -44,7 +45,7 @@ class EventRenderer:
         self.console.print(text, soft_wrap=True)
 
     def render(self, event: AgentEvent) -> None:
-        kind, data = event.kind, event.data or {}
+        kind, call = event.kind, event.tool_call
         if kind == "text_delta":
             self._inline(kind, event.stream_id, Text(event.text or ""))
         elif kind == "thinking":
@@ -57,29 +58,42 @@ class EventRenderer:
             self._line(Text.assemble((f"{event.event_name}: ", "bold"), event.text or ""))
         elif kind == "document":
             self._line(Text(event.event_name, style="bold"))
-            self.console.print(JSON.from_data(data))
-        elif kind == "tool_call":
-            self._line(Text(f"→ {data['name']}({_compact(data['arguments'])})", style="cyan"))
-        elif kind == "tool_result":
-            if data.get("error") is not None:
-                self._line(Text(f"← {data['name']} failed: {data['error']}", style="red"))
+            self.console.print(JSON.from_data(event.data or {}))
+        elif kind == "tool_call" and call is not None:
+            self._line(Text(f"→ {call.name}({_compact(call.arguments)})", style="cyan"))
+        elif kind == "tool_result" and call is not None:
+            if call.error is not None:
+                self._line(Text(f"← {call.name} failed: {call.error}", style="red"))
             else:
-                self._line(Text(f"← {data['name']}: {_compact(data.get('result'))}", style="green"))
-        elif kind == "handoff":
-            self._line(Text(f"⇢ handing off to {data['to_agent']}", style="magenta"))
-        elif kind == "stage":
-            outcome = f" {data['outcome']}" if data.get("outcome") else ""
-            self._line(Text(f"· {data['stage']} {data['phase']}{outcome}", style="dim"))
-        elif kind == "usage":
-            self._line(Text(f"tokens: {data['input_tokens']} in, {data['output_tokens']} out", style="dim"))
-        elif kind == "ask_user":
-            self._line(Text(f"? {data['question']}", style="bold yellow"))
-        elif kind == "error":
-            self._line(Text(f"error {data.get('error_code')}: {event.text}", style="bold red"))
+                self._line(Text(f"← {call.name}: {_compact(call.result)}", style="green"))
+        elif kind == "handoff" and event.handoff is not None:
+            self._line(Text(f"⇢ handing off to {event.handoff.to_agent}", style="magenta"))
+        elif kind == "stage" and event.stage is not None:
+            stage = event.stage
+            outcome = f" {stage.outcome}" if stage.outcome else ""
+            self._line(Text(f"· {stage.stage} {stage.phase}{outcome}", style="dim"))
+        elif kind == "usage" and event.usage is not None:
+            usage = event.usage
+            self._line(Text(f"tokens: {usage.input_tokens} in, {usage.output_tokens} out", style="dim"))
+        elif kind in ("ask_user", "interrupt") and event.interrupt is not None:
+            self._line(Text(f"? {_question(event.interrupt)}", style="bold yellow"))
+        elif kind == "error" and event.error is not None:
+            self._line(Text(f"error {event.error.code}: {event.error.message}", style="bold red"))
         elif kind == "cancelled":
             self._line(Text("(cancelled)", style="dim"))
         elif kind == "done":
             self._end_line()
+
+
+def _question(interrupt: PendingInterrupt) -> str:
+    """What the person is asked: the question, its choices, or the tool call to approve."""
+    text = interrupt.question
+    if interrupt.choices:
+        text += f" [{' / '.join(interrupt.choices)}]"
+    if interrupt.tool_call is not None:
+        call = interrupt.tool_call
+        text = (text + " " if text else "") + f"approve {call.name}({_compact(call.arguments)})?"
+    return text
 
 
 def _compact(value: Any) -> str:

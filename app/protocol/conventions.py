@@ -19,6 +19,7 @@ HANDOFF = "HANDOFF"  # json: HandoffPayload
 STAGE = "STAGE"  # json: StagePayload
 USAGE = "USAGE"  # json: TokenUsage
 ASK_USER = "ASK_USER"  # json: AskUserPayload; the run stops after it
+INTERRUPT = "INTERRUPT"  # json: InterruptPayload: a person must decide (approve a tool call); the run stops after it
 
 
 class _Payload(BaseModel):
@@ -83,6 +84,20 @@ class TokenUsage(_Payload):
 
 
 class AskUserPayload(_Payload):
+    """A question for the person; `choices`, when given, are the answers to offer."""
+
     question: str
+    choices: list[str] = []
+    token: str | None = None
+    resumable: bool = False
+
+
+class InterruptPayload(_Payload):
+    """A run stopped for a person's decision on what it was about to do: `reason` says what
+    kind ("approval"), `tool_call` names the tool and its arguments."""
+
+    reason: str
+    question: str = ""
+    tool_call: ToolCallPayload | None = None
     token: str | None = None
     resumable: bool = False

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app import Agent, AgentResult, RemoteAgentError, load_agent
+from app import Agent, AgentResult, RemoteAgentError, ToolCall, load_agent
 from app.runtime.reserved import NO_RESULT
 from tests.support.agents import ScriptedAgent
 
@@ -117,6 +117,51 @@ async def test_every_reserved_event_name_is_read_into_typed_values(both_scripted
             result.interrupt is not None and result.interrupt.question == "Which city?" and result.interrupt.resumable
         )
         assert not result.cancelled
+        # Each kind's typed field, and nothing in `data` but for documents.
+        by_kind = {e.kind: e for e in events}
+        assert by_kind["thinking"].text == "look it up." and by_kind["text_delta"].text == "sunny."
+        first_call, first_result = events[3], events[5]
+        assert first_call.tool_call == ToolCall(id="call-1", name="search", arguments={"q": "weather"})
+        assert first_result.tool_call == ToolCall(
+            id="call-1", name="search", arguments={"q": "weather"}, result={"hits": 3}
+        )
+        assert events[6].tool_call is not None and events[6].tool_call.error == "timed out"
+        assert events[7].stage is not None and events[7].stage.counts == {"hits": 3}
+        assert by_kind["usage"].usage is not None and by_kind["usage"].usage.input_tokens == 7
+        assert by_kind["handoff"].handoff is not None and by_kind["handoff"].handoff.to_agent == "weather"
+        asked = by_kind["ask_user"].interrupt
+        assert asked is not None and (asked.kind, asked.choices, asked.token) == (
+            "ask_user",
+            ("Oslo", "Lima"),
+            "resume-1",
+        )
+        error = by_kind["error"].error
+        assert error is not None and (error.message, error.code, error.details) == (
+            "one source failed",
+            502,
+            {"source": "fetch"},
+        )
+        assert by_kind["done"].result == result
+        assert by_kind["document"].data == {"results": [1, 2]}
+        assert all(e.data is None for e in events if e.kind != "document")
+
+
+async def test_an_interrupt_names_the_tool_call_to_approve(both_scripted):
+    for agent in both_scripted:
+        async with agent.stream("interrupt") as stream:
+            events = [event async for event in stream]
+        interrupt_event, done = events
+        pending = interrupt_event.interrupt
+        assert interrupt_event.kind == "interrupt" and pending is not None
+        assert (pending.kind, pending.reason, pending.question, pending.token, pending.resumable) == (
+            "interrupt",
+            "approval",
+            "Send it?",
+            "t-7",
+            True,
+        )
+        assert pending.tool_call == ToolCall(id="call-7", name="send_email", arguments={"to": "ana@example.com"})
+        assert done.result is not None and done.result.interrupt == pending
 
 
 async def test_the_answer_text_is_final_response_else_text_blocks_else_empty(both_scripted):

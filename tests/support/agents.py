@@ -158,7 +158,18 @@ class ScriptedAgent(AbstractAgent):
         for word in ("It ", "is ", "sunny."):
             await answer.emit_chunk(word)
         await answer.complete()
-        await handler.emit_json("ASK_USER", {"question": "Which city?", "token": "resume-1", "resumable": True})
+        await handler.emit_json(
+            "ASK_USER", {"question": "Which city?", "choices": ["Oslo", "Lima"], "token": "resume-1", "resumable": True}
+        )
+        await handler.complete()
+
+    async def _interrupt(self, session, argument, handler: ResponseHandler) -> None:
+        """A pause for a person to approve a tool call."""
+        call = {"id": "call-7", "name": "send_email", "arguments": {"to": "ana@example.com"}}
+        await handler.emit_json(
+            "INTERRUPT",
+            {"reason": "approval", "question": "Send it?", "tool_call": call, "token": "t-7", "resumable": True},
+        )
         await handler.complete()
 
     async def _session(self, session: Session, argument, handler: ResponseHandler) -> None:
