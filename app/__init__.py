@@ -20,6 +20,7 @@ from app.orchestration.broadcast import (
     FallbackResult,
     Outcome,
     RaceResult,
+    StopOnFailure,
     broadcast_all,
     chain,
     fallback,
@@ -86,6 +87,7 @@ from app.protocol.history import Message
 from app.protocol.request import Interaction, Query, Request, SessionObject
 from app.registry import available_agents, load_agent
 from app.runtime.agent import AbstractAgent, Identity
+from app.runtime.capability import CapabilityConfig
 from app.runtime.errors import (
     AgentError,
     AgentNotFoundError,
@@ -181,6 +183,7 @@ __all__ = [
     "PendingInterrupt",
     "StageRecord",
     "ToolCall",
+    "CapabilityConfig",
     # Language-model agents
     "ChatMessage",
     "ChatModel",
@@ -221,6 +224,7 @@ __all__ = [
     "RouterAgent",
     "Rule",
     "Specialist",
+    "StopOnFailure",
     "TemporalSignals",
     "broadcast_all",
     "build_context",

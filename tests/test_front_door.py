@@ -81,6 +81,7 @@ EXPORTED = sorted(
         "PendingInterrupt",
         "StageRecord",
         "ToolCall",
+        "CapabilityConfig",
         # language-model agents
         "ChatMessage",
         "ChatModel",
@@ -121,6 +122,7 @@ EXPORTED = sorted(
         "RouterAgent",
         "Rule",
         "Specialist",
+        "StopOnFailure",
         "TemporalSignals",
         "broadcast_all",
         "build_context",
@@ -198,3 +200,32 @@ def test_the_shipped_agents_import_only_from_app():
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     assert alias.name.split(".")[0] != "app" or alias.name == "app", f"{path.name}: import {alias.name}"
+
+
+# Wire fields that are data, not switches: what an event says, not what the framework does.
+BOOLEAN_DATA_FIELDS = {("TextChunkEvent", "is_complete")}
+
+
+def test_no_public_signature_takes_a_boolean_feature_flag():
+    """Optional behaviour is switched on with a CapabilityConfig object (app/runtime/capability.py)."""
+    from pydantic import BaseModel
+
+    flags = []
+    for name in app.__all__:
+        exported = getattr(app, name)
+        if inspect.isclass(exported) and issubclass(exported, BaseModel):
+            continue  # values: their fields are data
+        callables = [(name, exported)] if inspect.isfunction(exported) else []
+        if inspect.isclass(exported):
+            callables += [
+                (f"{name}.{member}", function)
+                for member, function in inspect.getmembers(exported, inspect.isfunction)
+                if (member == "__init__" or not member.startswith("_"))
+                and getattr(function, "__module__", "").startswith("app")
+            ]
+        for where, function in callables:
+            for parameter in inspect.signature(function).parameters.values():
+                owner = where.split(".")[0]
+                if "bool" in str(parameter.annotation) and (owner, parameter.name) not in BOOLEAN_DATA_FIELDS:
+                    flags.append(f"{where}({parameter.name}: {parameter.annotation})")
+    assert flags == []

@@ -22,6 +22,7 @@ from app.protocol.conventions import TokenUsage, ToolCallPayload, ToolResultPayl
 from app.protocol.history import messages_from
 from app.protocol.request import Query
 from app.runtime.agent import AbstractAgent
+from app.runtime.capability import CapabilityConfig
 from app.runtime.errors import ModelProviderError, UsageLimitExceeded
 from app.runtime.request_context import current_request_id
 from app.runtime.response_handler import ResponseHandler
@@ -31,7 +32,7 @@ logger = logging.getLogger("app.llm")
 
 
 @dataclass(frozen=True)
-class UsageLimits:
+class UsageLimits(CapabilityConfig):
     """Bounds on one run. `max_turns`: model replies (each tool round is one); `max_tokens`:
     total tokens reported by the provider, checked after each reply."""
 

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.llm.messages import ChatMessage, ModelEvent, ToolSpec
+from app.runtime.capability import CapabilityConfig
 
 
 @dataclass(frozen=True, slots=True)
-class ModelSettings:
+class ModelSettings(CapabilityConfig):
     """Sampling settings; None leaves the provider's default."""
 
     temperature: float | None = None

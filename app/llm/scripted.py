@@ -24,14 +24,15 @@ class ScriptedCall:
 
 @dataclass(frozen=True)
 class ScriptedReply:
-    """One reply: reasoning, then text, then tool calls, then usage; or a failure."""
+    """One reply: reasoning, then text, then tool calls, then usage; or a failure before it all
+    (`failure`), or after its text (`failure_after_text`)."""
 
     text: str = ""
     reasoning: str = ""
     tool_calls: tuple[ScriptedCall, ...] = ()
     usage: TokenUsage | None = None
     failure: ModelProviderError | None = None
-    fail_after_text: bool = False  # stream the text, then fail (a provider dying mid-answer)
+    failure_after_text: ModelProviderError | None = None  # stream the text, then fail (a provider dying mid-answer)
 
 
 class ScriptedModel:
@@ -77,7 +78,7 @@ class FunctionModel:
 
 async def play(reply: ScriptedReply, *, call_number: int, delay: float = 0.0) -> AsyncIterator[ModelEvent]:
     """A reply as a model streams it: reasoning, text word by word, whole tool calls, usage."""
-    if reply.failure is not None and not reply.fail_after_text:
+    if reply.failure is not None:
         raise reply.failure
     for piece in _pieces(reply.reasoning):
         await asyncio.sleep(delay)
@@ -85,8 +86,8 @@ async def play(reply: ScriptedReply, *, call_number: int, delay: float = 0.0) ->
     for piece in _pieces(reply.text):
         await asyncio.sleep(delay)
         yield TextDelta(piece)
-    if reply.failure is not None:
-        raise reply.failure
+    if reply.failure_after_text is not None:
+        raise reply.failure_after_text
     for number, call in enumerate(reply.tool_calls):
         yield ToolCallRequest(
             id=call.id or f"call_{call_number}_{number}", name=call.name, arguments=json.dumps(call.arguments)

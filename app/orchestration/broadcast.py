@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -26,6 +27,7 @@ from app.orchestration.calls import CallPolicy, agent_name, call_agent, calls_of
 from app.orchestration.context import DataSlush
 from app.protocol.history import Message
 from app.runtime.agent import AbstractAgent
+from app.runtime.capability import CapabilityConfig
 from app.runtime.errors import CallRefused
 
 Status = Literal["ok", "failed", "timeout", "cancelled", "refused"]
@@ -256,6 +258,17 @@ async def fallback(
         return FallbackResult(winner=None, outcomes=tuple(outcomes))
 
 
+@dataclass(frozen=True)
+class StopOnFailure(CapabilityConfig):
+    """A chain stops once `after` of its agents have failed (the first failure, by default)."""
+
+    after: int = 1
+
+    def __post_init__(self) -> None:
+        if isinstance(self.after, bool) or not isinstance(self.after, int) or self.after < 1:
+            raise ValueError(f"StopOnFailure(after=...) must be an int of 1 or more, got {self.after!r}")
+
+
 async def chain(
     agents: Sequence[AnyAgent],
     prompt: str,
@@ -265,14 +278,15 @@ async def chain(
     upstream_slush: DataSlush | None = None,
     caller: str | None = None,
     policy: CallPolicy | None = None,
-    stop_on_failure: bool = False,
+    stop_on_failure: StopOnFailure | None = None,
 ) -> list[Outcome]:
     """One agent after another, each given the previous one's slush as `upstream_slush`.
 
     An agent that succeeds without publishing hands on nothing (the next starts afresh); one
     that fails hands on what it published, else its failure. With `stop_on_failure`, the
-    chain ends at the first failure and the outcomes so far are returned.
+    chain ends once that many agents have failed, and the outcomes so far are returned.
     """
+    failures = 0
     with calls_of_request(caller, policy):  # concurrent or not, one request's calls
         messages = tuple(history)
         outcomes: list[Outcome] = []
@@ -282,7 +296,8 @@ async def chain(
                 agent, prompt, history=messages, timeout=timeout, upstream_slush=slush, caller=caller, policy=policy
             )
             outcomes.append(outcome)
-            if not outcome.ok and stop_on_failure:
+            failures += not outcome.ok
+            if stop_on_failure is not None and failures >= stop_on_failure.after:
                 break
             slush = outcome.handed_on()
     return outcomes

@@ -16,11 +16,18 @@ from app.runtime.response_handler import ResponseHandler
 
 
 class Forwarder:
-    def __init__(self, handler: ResponseHandler, *, live: bool = True) -> None:
+    def __init__(self, handler: ResponseHandler) -> None:
         self._handler = handler
-        self._live = live
+        self._live = True
         self._held: list[Any] = []
         self._open: dict[str, TextChunkEvent] = {}
+
+    @classmethod
+    def held(cls, handler: ResponseHandler) -> Forwarder:
+        """A forwarder that holds what it is given until `release()`."""
+        forwarder = cls(handler)
+        forwarder._live = False
+        return forwarder
 
     async def __call__(self, event: Any) -> None:
         event = dataclasses.replace(event)  # our id goes on a copy: the sub-agent's result keeps its own

@@ -272,7 +272,10 @@ class HostAgent(AbstractAgent):
         """Concurrently; the client hears them in order: the first live, each next one released
         when the one before it ends. With a summarizer, they run unheard and it speaks for them."""
         heard = self.summarizer is None
-        forwarders = [Forwarder(run.handler, live=heard and index == 0) for index in range(len(handoffs))]
+        forwarders = [
+            Forwarder(run.handler) if heard and index == 0 else Forwarder.held(run.handler)
+            for index in range(len(handoffs))
+        ]
         tasks = [
             asyncio.create_task(self._call_specialist(run, specialist, handoff, forward if heard else None))
             for (specialist, handoff), forward in zip(handoffs, forwarders, strict=False)

@@ -8,7 +8,8 @@
 - Rules are tried by priority, higher first; rules of equal priority keep the order they
   were added in. The first rule whose conditions all hold wins; else the default agent.
 - A rule's conditions are combined with AND: a prompt regex, the session's processor_id,
-  metadata fields, or `always`. A rule without any condition must say `always=True`.
+  metadata fields. A rule has at least one; what no rule matches goes to the default agent
+  (`Router(default=...)`).
 - A regex is compiled once, when its rule is added (an invalid one is rejected there), and
   searched in the first `max_prompt_chars` characters of the prompt with a time limit
   (the `regex` package can interrupt a search; `re` cannot): a search that runs out of
@@ -52,8 +53,9 @@ class Rule:
     - `prompt_pattern`: a regex searched in the prompt (`(?i)` at its start ignores case);
     - `processor_id`: equal to the session's processor_id;
     - `metadata`: each key present in the request's metadata with an equal value; keys are
-      dot paths (`"query.is_question": True`, `"temporal.time_of_day": "night"`);
-    - `always`: matches every request; needed for a rule with no other condition.
+      dot paths (`"query.is_question": True`, `"temporal.time_of_day": "night"`).
+
+    A rule for every request is the router's default agent (`Router(default=...)`).
     """
 
     name: str
@@ -62,7 +64,6 @@ class Rule:
     prompt_pattern: str | None = None
     processor_id: str | None = None
     metadata: Mapping[str, Any] | None = None
-    always: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -74,16 +75,16 @@ class Rule:
         if self.prompt_pattern is not None and (not isinstance(self.prompt_pattern, str) or not self.prompt_pattern):
             raise ValueError(
                 f"rule {self.name!r}: prompt_pattern must be a non-empty regex string, got {self.prompt_pattern!r}; "
-                "for a rule that matches every prompt, use always=True"
+                "for every request, give the agent as Router(default=...)"
             )
         if self.metadata is not None:
             if not isinstance(self.metadata, Mapping) or not all(isinstance(k, str) and k for k in self.metadata):
                 raise TypeError(f"rule {self.name!r}: metadata must map non-empty str keys (dot paths) to values")
             object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
-        if not self.always and not self.has_conditions:
+        if not self.has_conditions:
             raise ValueError(
-                f"rule {self.name!r} has no condition: give prompt_pattern, processor_id or metadata, "
-                "or always=True for a rule that matches every request"
+                f"rule {self.name!r} has no condition: give prompt_pattern, processor_id or metadata; "
+                "for every request, give the agent as Router(default=...)"
             )
 
     @property
@@ -180,7 +181,7 @@ class Router:
         if route is None:
             raise NoRouteError(
                 f"no rule matched the request ({len(self._entries)} rules tried) and the router has no default "
-                "agent; add a rule with always=True or give Router(default=...)"
+                "agent; give Router(default=...) for the requests no rule matches"
             )
         return route
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -217,12 +217,12 @@ class ResponseHandler:
             ]
         return last
 
-    def close_now(self, error: ErrorContent | None = None, *, error_first: bool = False) -> list[Any]:
+    def close_now(self, error: ErrorContent | None = None, *, error_at: Literal["start", "end"] = "end") -> list[Any]:
         """Mark the response complete at once; return the events that end it, for the server to send.
 
         For endings the agent does not choose: the last chunk of each open stream and a result
         for each unanswered tool call, then `error` if given (or the error first:
-        `error_first`), then `done`.
+        `error_at="start"`), then `done`.
         """
         if self._is_complete:
             # complete() began and was cut short: what it had still to send, the error before `done`.
@@ -233,6 +233,6 @@ class ResponseHandler:
         self._is_complete = True
         events: list[Any] = list(self._last_events())
         if error is not None:
-            events.insert(0 if error_first else len(events), ErrorEvent(source=self._source, content=error))
+            events.insert(0 if error_at == "start" else len(events), ErrorEvent(source=self._source, content=error))
         events.append(DoneEvent(source=self._source))
         return events

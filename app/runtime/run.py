@@ -250,7 +250,7 @@ class Run(Generic[T]):
             return
         try:
             # The error first, then the closing chunks of open streams, then `done`.
-            self.hook.send_now(self.handler.close_now(error, error_first=True))
+            self.hook.send_now(self.handler.close_now(error, error_at="start"))
         except Exception:
             # Even the closing events could not be made: end the stream without them rather than hang.
             logger.exception("could not send the closing events (request %s)", stats.request_id)

@@ -125,8 +125,7 @@ async def test_a_provider_failure_becomes_an_error_event_and_the_run_still_ends_
     agent, _ = agent_with(
         ScriptedReply(
             text="The answer is",
-            fail_after_text=True,
-            failure=ModelProviderError("The model provider failed while answering.", 502),
+            failure_after_text=ModelProviderError("The model provider failed while answering.", 502),
         ),
     )
     result = await agent.run("x")

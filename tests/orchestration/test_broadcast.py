@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app import Agent, CallPolicy, DataSlush
-from app.orchestration.broadcast import broadcast_all, chain, fallback, race
+from app.orchestration.broadcast import StopOnFailure, broadcast_all, chain, fallback, race
 from tests.orchestration.broadcast_agents import (
     FailingAgent,
     HangingAgent,
@@ -159,11 +159,19 @@ async def test_a_slush_chain_of_three_each_sees_the_previous_ones_slush():
 
 
 async def test_a_chain_can_stop_at_its_first_failure():
-    outcomes = await chain([SlushAgent("A"), FailingAgent("B"), SlushAgent("C")], "go", stop_on_failure=True)
+    outcomes = await chain([SlushAgent("A"), FailingAgent("B"), SlushAgent("C")], "go", stop_on_failure=StopOnFailure())
     assert statuses(outcomes) == [("A", "ok"), ("B", "failed")]
     on = await chain([SlushAgent("A"), FailingAgent("B"), SlushAgent("C")], "go")
     assert statuses(on) == [("A", "ok"), ("B", "failed"), ("C", "ok")]
     assert on[2].upstream_slush.signals["failed"] is True
+    two_failures = [FailingAgent("B"), SlushAgent("A"), FailingAgent("C"), SlushAgent("D")]
+    assert statuses(await chain(two_failures, "go", stop_on_failure=StopOnFailure(after=2))) == [
+        ("B", "failed"),
+        ("A", "ok"),
+        ("C", "failed"),
+    ]
+    with pytest.raises(ValueError, match="after"):
+        StopOnFailure(after=0)
 
 
 async def test_slush_lives_in_the_request_not_on_the_agents():

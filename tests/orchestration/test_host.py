@@ -257,7 +257,7 @@ FAILED = ModelProviderError("The model provider failed while answering.", 502)
 
 @pytest.mark.parametrize("failing", ["host", "summarizer"])
 async def test_when_a_model_fails_each_text_stream_ends_once_before_the_error_then_usage_and_done(failing):
-    failing_reply = ScriptedReply(reasoning="Thinking it over.", text="Half an", failure=FAILED, fail_after_text=True)
+    failing_reply = ScriptedReply(reasoning="Thinking it over.", text="Half an", failure_after_text=FAILED)
     handing_off = ScriptedReply(text="Over to alpha.", tool_calls=(ScriptedCall("alpha", {"reason": "fits"}),))
     host = HostAgent(
         model=ScriptedModel([failing_reply if failing == "host" else handing_off]),

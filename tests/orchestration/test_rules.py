@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from app import NoRouteError
 from app.orchestration.context import build_context
 from app.orchestration.rules import Route, Router, Rule, flatten, request_metadata
 from tests.orchestration.broadcast_agents import EchoAgent
@@ -24,7 +25,7 @@ def picked(route: Route) -> tuple[str, str]:
 
 def test_higher_priority_first_and_ties_keep_the_order_they_were_added_in():
     router = Router()
-    router.add(name="anything", agent=ONE, always=True)
+    router.add(name="anything", agent=ONE, prompt_pattern=".")
     router.add(name="first-five", agent=TWO, prompt_pattern="x", priority=5)
     router.add(Rule(name="second-five", agent=THREE, prompt_pattern="x", priority=5))
     router.add(name="low", agent=THREE, prompt_pattern="x", priority=-1)
@@ -108,21 +109,22 @@ def test_an_invalid_regex_is_rejected_when_its_rule_is_added():
 
 
 def test_bad_rules_say_what_to_do():
-    with pytest.raises(ValueError, match="always=True"):
+    with pytest.raises(ValueError, match=r"no condition.*Router\(default=\.\.\.\)"):
         Rule(name="nothing", agent=ONE)
-    assert Rule(name="everything", agent=ONE, always=True).always
-    with pytest.raises(ValueError, match="always=True"):
+    with pytest.raises(ValueError, match=r"Router\(default=\.\.\.\)"):
         Rule(name="empty", agent=ONE, prompt_pattern="")
-    with pytest.raises(ValueError, match="always=True"):
+    with pytest.raises(ValueError, match=r"Router\(default=\.\.\.\)"):
         Rule(name="empty-metadata", agent=ONE, metadata={})
     with pytest.raises(TypeError, match="AbstractAgent"):
-        Rule(name="not-an-agent", agent="one", always=True)  # type: ignore[arg-type]
+        Rule(name="not-an-agent", agent="one", prompt_pattern="x")  # type: ignore[arg-type]
     router = Router()
-    router.add(name="twice", agent=ONE, always=True)
+    router.add(name="twice", agent=ONE, prompt_pattern="x")
     with pytest.raises(ValueError, match="already"):
-        router.add(name="twice", agent=TWO, always=True)
+        router.add(name="twice", agent=TWO, prompt_pattern="x")
     with pytest.raises(TypeError, match="not both"):
-        router.add(Rule(name="r", agent=ONE, always=True), priority=3)
+        router.add(Rule(name="r", agent=ONE, prompt_pattern="x"), priority=3)
+    with pytest.raises(NoRouteError, match=r"Router\(default=\.\.\.\)"):
+        router.route("nothing matches this")
 
 
 def test_a_rule_is_a_frozen_value():
