@@ -12,19 +12,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import aclosing
-from typing import Any
+from typing import Any, TypeVar, overload
 from urllib.parse import urlsplit
 
+from pydantic import TypeAdapter, ValidationError
 from ulid import ULID
 
 from app.facade.events import AgentEvent
 from app.facade.reader import EventReader, ResultBuilder
-from app.facade.result import AgentResult
+from app.facade.result import AgentResult, ErrorRecord
 from app.facade.transport import HttpTransport, InProcessTransport, Transport, without_credentials
 from app.protocol.events import DoneEvent
 from app.protocol.history import Message, as_messages, interactions_from
 from app.protocol.request import Query, SessionObject
 from app.runtime.agent import AbstractAgent
+
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 300.0
 _END = object()
@@ -75,16 +78,47 @@ class Agent:
         query = Query(id=ULID(), prompt=prompt)
         return AgentStream(self._transport.events(query, session), ResultBuilder(prompt, messages), forward)
 
-    async def run(self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = ()) -> AgentResult:
-        """Run one turn to its end and return what it produced."""
+    @overload
+    async def run(
+        self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = (), output_type: None = None
+    ) -> AgentResult[Any]: ...
+
+    @overload
+    async def run(
+        self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = (), output_type: type[T]
+    ) -> AgentResult[T]: ...
+
+    async def run(
+        self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = (), output_type: type[T] | None = None
+    ) -> AgentResult[Any]:
+        """Run one turn to its end and return what it produced; with `output_type`, its
+        `output` validated as one (an agent that sends none leaves it None)."""
         async with self.stream(prompt, history=history) as events:
             async for _ in events:
                 pass
-            return events.result()
+            result = events.result()
+        return result if output_type is None else typed(result, output_type)
 
-    def run_sync(self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = ()) -> AgentResult:
+    def run_sync(
+        self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = (), output_type: type[T] | None = None
+    ) -> AgentResult[Any]:
         """`run()` for code that has no event loop of its own."""
-        return asyncio.run(self.run(prompt, history=history))
+        return asyncio.run(self.run(prompt, history=history, output_type=output_type))
+
+
+def typed(result: AgentResult[Any], output_type: type[T]) -> AgentResult[T]:
+    """`result` as an AgentResult[output_type]: its output validated, or, if it is not one,
+    None and an error saying so (a remote agent can send anything)."""
+    fields = {name: getattr(result, name) for name in AgentResult.model_fields}
+    if result.output is not None:
+        try:
+            fields["output"] = TypeAdapter(output_type).validate_python(result.output)
+        except ValidationError as exc:
+            fields["output"] = None
+            name = getattr(output_type, "__name__", str(output_type))
+            problem = f"the run's output is not a {name} ({exc.error_count()} errors)"
+            fields["errors"] = (*result.errors, ErrorRecord(message=problem, code=502))
+    return AgentResult[output_type].model_construct(**fields)  # type: ignore[valid-type]
 
 
 class AgentStream:
@@ -189,6 +223,6 @@ class AgentStream:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
 
-    def result(self) -> AgentResult:
+    def result(self) -> AgentResult[Any]:
         """What the run produced so far: all of it once the iteration has ended."""
         return self._builder.result()

@@ -12,6 +12,7 @@ Each kind carries its own typed field; reading code needs no dict lookups for th
 | usage | `usage` |
 | ask_user, interrupt | `interrupt` |
 | error | `error` |
+| output | `output`: the value as JSON data |
 | done | `result`: the whole run's AgentResult |
 | document | `data`: the JSON as it came (an agent's own name, or a reserved one off its shape) |
 | cancelled | nothing |
@@ -36,6 +37,7 @@ EventKind = Literal[
     "usage",
     "ask_user",
     "interrupt",  # the run stopped for a person's decision (INTERRUPT: approve a tool call)
+    "output",  # the run's typed output (OUTPUT)
     "error",
     "cancelled",  # the run was stopped before `done`
     "done",
@@ -63,5 +65,6 @@ class AgentEvent(BaseModel):
     usage: TokenUsage | None = None
     interrupt: PendingInterrupt | None = None
     error: ErrorRecord | None = None
-    result: AgentResult | None = None
+    output: Any = None
+    result: AgentResult[Any] | None = None
     data: dict[str, Any] | None = None

@@ -33,6 +33,7 @@ _JSON_KINDS: dict[str, tuple[EventKind, type[BaseModel]]] = {
     names.USAGE: ("usage", names.TokenUsage),
     names.ASK_USER: ("ask_user", names.AskUserPayload),
     names.INTERRUPT: ("interrupt", names.InterruptPayload),
+    names.OUTPUT: ("output", names.OutputPayload),
 }
 
 
@@ -96,6 +97,8 @@ class EventReader:
             return {"interrupt": PendingInterrupt.of_ask_user(payload)}
         if kind == "interrupt":
             return {"interrupt": PendingInterrupt.of_interrupt(payload)}
+        if kind == "output":
+            return {"output": payload.output}
         return {kind: payload}  # handoff, usage
 
     def cancelled(self) -> AgentEvent:
@@ -120,6 +123,7 @@ class ResultBuilder:
         self._wire_events: list[dict[str, Any]] = []
         self._cancelled = False
         self._ended = False
+        self._output: Any = None
         self._answered: set[str] = set()
 
     def add_wire(self, event: Any) -> None:
@@ -143,12 +147,14 @@ class ResultBuilder:
             self._interrupt = event.interrupt
         elif kind == "error" and event.error is not None:
             self._errors.append(event.error)
+        elif kind == "output":
+            self._output = event.output
         elif kind == "cancelled":
             self._cancelled = True
         if kind in ("done", "cancelled"):
             self._ended = True
 
-    def result(self) -> AgentResult:
+    def result(self) -> AgentResult[Any]:
         # docs/protocol.md, "A turn of history": the answer is FINAL_RESPONSE; without
         # one, the text blocks and other text streams in order.
         text = "".join(self._answer) if self._answer else "".join(self._other_text)
@@ -170,4 +176,5 @@ class ResultBuilder:
             errors=tuple(self._errors),
             interrupt=self._interrupt,
             cancelled=self._cancelled,
+            output=self._output,
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -74,9 +74,14 @@ class ErrorRecord(_Value):
     details: dict[str, Any] | None = None
 
 
-class AgentResult(_Value):
+OutputT = TypeVar("OutputT")
+
+
+class AgentResult(_Value, Generic[OutputT]):
     """What a run produced. `messages` is the conversation so far, this turn included:
-    pass it as the next call's `history`."""
+    pass it as the next call's `history`. `output` is the run's typed output (an `OUTPUT`
+    document): validated as `output_type` by `Agent.run(..., output_type=...)`, which
+    returns an `AgentResult[output_type]`; else the JSON as it came, or None."""
 
     text: str = ""
     messages: tuple[Message, ...] = ()
@@ -86,3 +91,4 @@ class AgentResult(_Value):
     errors: tuple[ErrorRecord, ...] = ()
     interrupt: PendingInterrupt | None = None
     cancelled: bool = False
+    output: OutputT | None = None

@@ -12,9 +12,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from app.llm.messages import ChatMessage, ToolCallRequest, assistant, chat_history, system, tool_result, user
 from app.llm.model import ChatModel, ModelSettings
+from app.llm.output import OUTPUT_TOOL, OutputSpec, output_call
 from app.llm.reply import ONE_REQUEST, ReplyStreams, finish_run, stream_reply
 from app.llm.tools import Tool, ToolOutcome, arguments_object
 from app.protocol import conventions as names
@@ -33,11 +35,14 @@ logger = logging.getLogger("app.llm")
 
 @dataclass(frozen=True)
 class UsageLimits(CapabilityConfig):
-    """Bounds on one run. `max_turns`: model replies (each tool round is one); `max_tokens`:
-    total tokens reported by the provider, checked after each reply."""
+    """Bounds on one run. `max_turns`: model replies (each tool round is one, and each retry
+    of a typed output); `max_tokens`: total tokens reported by the provider, checked after
+    each reply; `max_output_retries`: replies whose output did not validate (or was missing)
+    that are sent back to the model to try again, with what was wrong."""
 
     max_turns: int = 10
     max_tokens: int | None = None
+    max_output_retries: int = 2
 
 
 class LLMAgent(AbstractAgent):
@@ -56,6 +61,7 @@ class LLMAgent(AbstractAgent):
         tools: Sequence[Tool] = (),
         model_settings: ModelSettings | None = None,
         usage_limits: UsageLimits = UsageLimits(),
+        output_type: type[Any] | None = None,
     ) -> None:
         super().__init__(name)
         self.description = description or self.description
@@ -64,6 +70,8 @@ class LLMAgent(AbstractAgent):
         self.tools = {t.name: t for t in tools}
         self.model_settings = model_settings or ModelSettings()
         self.usage_limits = usage_limits
+        # With an output type, the run ends with a validated value (an OUTPUT document); see app/llm/output.py.
+        self.output: OutputSpec[Any] | None = OutputSpec(output_type) if output_type is not None else None
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
         messages: list[ChatMessage] = [system(self.system_prompt)] if self.system_prompt else []
@@ -80,8 +88,11 @@ class LLMAgent(AbstractAgent):
     ) -> tuple[TokenUsage, ModelProviderError | None]:
         """The run's replies and tool rounds: what they used, and what stopped them early, if anything."""
         specs = [t.spec for t in self.tools.values()]
+        if self.output is not None:
+            specs.append(self.output.tool)
         limits = self.usage_limits
         usage = TokenUsage()
+        output_retries = 0
         for _ in range(limits.max_turns):
             usage += ONE_REQUEST
             try:
@@ -89,6 +100,19 @@ class LLMAgent(AbstractAgent):
             except ModelProviderError as failure:
                 return usage, failure
             usage += reply.usage
+            # With an output type, a reply that calls other tools only is an ordinary tool round.
+            if self.output is not None and (not reply.calls or output_call(reply.calls) is not None):
+                wrong = await self._output_of(reply.calls, reply.text, messages, handler)
+                if wrong is None:
+                    return usage, None
+                output_retries += 1
+                if output_retries > limits.max_output_retries:
+                    message = (
+                        f"Stopped: the model's answer did not fit the output type after {output_retries} tries "
+                        f"({wrong})."
+                    )
+                    return usage, UsageLimitExceeded(message, "max_output_retries")
+                continue
             messages.append(assistant(reply.text, tuple(reply.calls)))
             if not reply.calls:
                 return usage, None
@@ -98,6 +122,30 @@ class LLMAgent(AbstractAgent):
                 return usage, UsageLimitExceeded(message, "max_tokens")
         message = f"Stopped: the model was still calling tools after {limits.max_turns} turns."
         return usage, UsageLimitExceeded(message, "max_turns")
+
+    async def _output_of(
+        self, calls: list[ToolCallRequest], text: str, messages: list[ChatMessage], handler: ResponseHandler
+    ) -> str | None:
+        """For a reply that gave its output, or answered in text alone: send the output if it
+        is valid (None); else say what was wrong, with the conversation set for the model to
+        try again (the reply's other calls run, as in any tool round)."""
+        assert self.output is not None
+        call = output_call(calls)
+        if call is None:
+            messages.append(assistant(text))
+            messages.append(user(f"Give your final answer by calling {OUTPUT_TOOL}."))
+            return f"the model answered without calling {OUTPUT_TOOL}"
+        try:
+            value = self.output.validate(call.arguments)
+        except ValueError as exc:
+            wrong = str(exc)
+        else:
+            await handler.emit_json(names.OUTPUT, {"output": self.output.dump(value)})
+            return None
+        messages.append(assistant(text, tuple(calls)))
+        await self._run_tools([c for c in calls if c is not call], messages, handler)
+        messages.append(tool_result(call, f"error: {wrong}. Call {OUTPUT_TOOL} again, with the arguments corrected."))
+        return wrong
 
     async def _run_tools(
         self, calls: list[ToolCallRequest], messages: list[ChatMessage], handler: ResponseHandler

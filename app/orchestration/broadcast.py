@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -42,7 +42,7 @@ class Outcome(BaseModel):
 
     agent: str
     status: Status
-    result: AgentResult | None = None
+    result: AgentResult[Any] | None = None
     error: str | None = None
     slush: DataSlush | None = None
     upstream_slush: DataSlush | None = None

@@ -69,7 +69,7 @@ class CallResult:
     """One finished call: whose, what it produced, and the slush it left for the next agent."""
 
     agent_name: str
-    result: AgentResult
+    result: AgentResult[Any]
     slush: DataSlush | None
 
 

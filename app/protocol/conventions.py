@@ -19,6 +19,7 @@ HANDOFF = "HANDOFF"  # json: HandoffPayload
 STAGE = "STAGE"  # json: StagePayload
 USAGE = "USAGE"  # json: TokenUsage
 ASK_USER = "ASK_USER"  # json: AskUserPayload; the run stops after it
+OUTPUT = "OUTPUT"  # json: OutputPayload: the run's typed output, validated by the agent
 INTERRUPT = "INTERRUPT"  # json: InterruptPayload: a person must decide (approve a tool call); the run stops after it
 
 
@@ -90,6 +91,12 @@ class AskUserPayload(_Payload):
     choices: list[str] = []
     token: str | None = None
     resumable: bool = False
+
+
+class OutputPayload(_Payload):
+    """A run's typed output (`LLMAgent(output_type=...)`), as JSON: any value, under "output"."""
+
+    output: Any
 
 
 class InterruptPayload(_Payload):

@@ -163,6 +163,12 @@ class ScriptedAgent(AbstractAgent):
         )
         await handler.complete()
 
+    async def _output(self, session, argument, handler: ResponseHandler) -> None:
+        """A typed output, as LLMAgent(output_type=...) sends it (`wrong`: one that is not a Weather)."""
+        output = {"city": "Lima", "celsius": 19} if argument != "wrong" else {"city": "Lima"}
+        await handler.emit_json("OUTPUT", {"output": output})
+        await handler.complete()
+
     async def _interrupt(self, session, argument, handler: ResponseHandler) -> None:
         """A pause for a person to approve a tool call."""
         call = {"id": "call-7", "name": "send_email", "arguments": {"to": "ana@example.com"}}
