@@ -99,6 +99,15 @@ class Agent:
             result = events.result()
         return result if output_type is None else typed(result, output_type)
 
+    async def resume(self, paused: AgentResult[Any], answer: str) -> AgentResult[Any]:
+        """Answer the question a run stopped at (`paused.interrupt`), and let it go on: the
+        answer is the next turn's prompt, `paused.messages` its history, as Sentient Chat
+        sends them; the agent finds the pause again in that history, its token checked."""
+        interrupt = paused.interrupt
+        if interrupt is None or not interrupt.resumable:
+            raise ValueError("this run did not stop at a pause it can resume (its interrupt is not resumable)")
+        return await self.run(answer, history=paused.messages)
+
     def run_sync(
         self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = (), output_type: type[T] | None = None
     ) -> AgentResult[Any]:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.llm.asking import ASK_TOOL, AskUser, Question, pause_state, resumed_messages
 from app.llm.messages import ChatMessage, ToolCallRequest, assistant, chat_history, system, tool_result, user
 from app.llm.model import ChatModel, ModelSettings
 from app.llm.output import OUTPUT_TOOL, OutputSpec, output_call
@@ -62,6 +63,7 @@ class LLMAgent(AbstractAgent):
         model_settings: ModelSettings | None = None,
         usage_limits: UsageLimits = UsageLimits(),
         output_type: type[Any] | None = None,
+        ask_user: AskUser | None = None,
     ) -> None:
         super().__init__(name)
         self.description = description or self.description
@@ -72,22 +74,58 @@ class LLMAgent(AbstractAgent):
         self.usage_limits = usage_limits
         # With an output type, the run ends with a validated value (an OUTPUT document); see app/llm/output.py.
         self.output: OutputSpec[Any] | None = OutputSpec(output_type) if output_type is not None else None
+        # With AskUser, the model can ask the person: the run pauses, the answer resumes it (app/llm/asking.py).
+        self.ask_user = ask_user
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
-        messages: list[ChatMessage] = [system(self.system_prompt)] if self.system_prompt else []
-        messages += chat_history(messages_from(session.get_interactions(), keep_events=False))
-        messages.append(user(query.prompt))
+        messages, run_start = self._conversation(session, query)
         streams = ReplyStreams(response_handler)
-        usage, failure = await self._loop(messages, response_handler, streams)
+        asked: list[Question] = []
+        usage, failure = await self._loop(messages, response_handler, streams, asked)
         if failure is not None:
             logger.warning("model %s stopped: %s (request %s)", self.model.name, failure.message, current_request_id())
+        if asked and failure is None:
+            await self._pause(response_handler, streams, usage, messages[run_start:], asked[0])
+            return
         await finish_run(response_handler, streams, usage, failure)
 
+    def _conversation(self, session: Session, query: Query) -> tuple[list[ChatMessage], int]:
+        """What the model reads, and where this run's own messages start in it: the system
+        prompt, the chat so far, the prompt; or, resuming a pause of ours, the chat before the
+        paused turn, then the paused run's messages with the answer as the ask_user result."""
+        messages: list[ChatMessage] = [system(self.system_prompt)] if self.system_prompt else []
+        interactions = list(session.get_interactions())
+        paused = resumed_messages(session.resumed.state) if session.resumed is not None else None
+        if paused is None:
+            messages += chat_history(messages_from(interactions, keep_events=False))
+            messages.append(user(query.prompt))
+            return messages, len(messages) - 1
+        run_messages, call = paused
+        messages += chat_history(messages_from(interactions[:-1], keep_events=False))  # before the paused turn
+        return [*messages, *run_messages, tool_result(call, query.prompt)], len(messages)
+
+    async def _pause(
+        self,
+        handler: ResponseHandler,
+        streams: ReplyStreams,
+        usage: TokenUsage,
+        run_messages: list[ChatMessage],
+        asked: Question,
+    ) -> None:
+        """The run stops to ask: its text streams end, its bill (USAGE), then the question and done."""
+        await streams.close(names.THINKING)
+        await streams.close(names.FINAL_RESPONSE)
+        await handler.emit_json(names.USAGE, usage)
+        await handler.ask_user(asked.question, choices=asked.choices, state=pause_state(run_messages, asked.call))
+
     async def _loop(
-        self, messages: list[ChatMessage], handler: ResponseHandler, streams: ReplyStreams
+        self, messages: list[ChatMessage], handler: ResponseHandler, streams: ReplyStreams, asked: list[Question]
     ) -> tuple[TokenUsage, ModelProviderError | None]:
-        """The run's replies and tool rounds: what they used, and what stopped them early, if anything."""
+        """The run's replies and tool rounds: what they used, and what stopped them early, if
+        anything; a question for the person (ask_user) goes in `asked`, and stops them too."""
         specs = [t.spec for t in self.tools.values()]
+        if self.ask_user is not None:
+            specs.append(self.ask_user.tool)
         if self.output is not None:
             specs.append(self.output.tool)
         limits = self.usage_limits
@@ -116,7 +154,11 @@ class LLMAgent(AbstractAgent):
             messages.append(assistant(reply.text, tuple(reply.calls)))
             if not reply.calls:
                 return usage, None
-            await self._run_tools(reply.calls, messages, handler)
+            ask = next((c for c in reply.calls if c.name == ASK_TOOL), None) if self.ask_user is not None else None
+            await self._run_tools([c for c in reply.calls if c is not ask], messages, handler)
+            if ask is not None:
+                asked.append(Question.of(ask))  # the run pauses here: the answer is this call's result
+                return usage, None
             if limits.max_tokens is not None and usage.total_tokens >= limits.max_tokens:
                 message = f"Stopped: the run used {usage.total_tokens} tokens, the limit is {limits.max_tokens}."
                 return usage, UsageLimitExceeded(message, "max_tokens")

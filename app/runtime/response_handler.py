@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from app.protocol import conventions as names
+from app.protocol.conventions import InterruptPayload, ToolCallPayload
 from app.protocol.events import (
     DEFAULT_ERROR_CODE,
     EVENT_NAME_BREAKS,
@@ -23,6 +24,7 @@ from app.protocol.events import (
 from app.runtime.agent import Identity
 from app.runtime.errors import AgentError, ResponseStreamClosedError
 from app.runtime.hook import Hook
+from app.runtime.pauses import PauseContext, PauseKind
 from app.runtime.reserved import OpenToolCalls, checked_stage
 from app.runtime.text_stream import StreamEventEmitter
 
@@ -60,11 +62,12 @@ def _document(data: object) -> dict[str, Any]:
 class ResponseHandler:
     """Emits an agent's events through a Hook; `complete()` ends the response with `done`."""
 
-    __slots__ = ("_source", "_hook", "_streams", "_forwarded", "_tool_calls", "_closing", "_is_complete")
+    __slots__ = ("_source", "_hook", "_streams", "_forwarded", "_tool_calls", "_closing", "_is_complete", "_pauses")
 
-    def __init__(self, source: str | Identity, hook: Hook) -> None:
+    def __init__(self, source: str | Identity, hook: Hook, *, pauses: PauseContext | None = None) -> None:
         self._source = source.id if isinstance(source, Identity) else source
         self._hook = hook
+        self._pauses = pauses  # where a pause's token is bound; None: pauses cannot be resumed
         # Made when first needed: a response that is only waiting holds none of them.
         self._streams: list[StreamEventEmitter] | None = None
         self._forwarded: dict[str, TextChunkEvent] | None = None  # open streams of other agents, sent through here
@@ -109,6 +112,50 @@ class ResponseHandler:
                 self._tool_calls = OpenToolCalls()
             self._tool_calls.sent(event_name, content)
         await self._hook.emit(DocumentEvent(event_name=event_name, source=self._source, content=content))
+
+    async def ask_user(self, question: str, *, choices: Sequence[str] = (), state: Any = None) -> None:
+        """Ask the person, and end the response: `ASK_USER` (with `choices` to offer, if any),
+        then `done`. The answer comes as the next request, its history holding this question;
+        the agent then finds `session.resumed` (the answer, and `state`, JSON, as given here)."""
+        if not isinstance(question, str) or not question:
+            raise AgentError(f"ask_user(question) must be a non-empty str, got {question!r}")
+        if isinstance(choices, str) or not all(isinstance(choice, str) for choice in choices):
+            raise AgentError("ask_user(choices) must be a sequence of str")
+        token = self._pause_token("ask_user", question, state)
+        payload = {"question": question, "choices": list(choices), "token": token, "resumable": token is not None}
+        await self._end_streams()
+        await self.emit_json(names.ASK_USER, payload)
+        await self.complete()
+
+    async def interrupt(
+        self, reason: str, *, question: str = "", tool_call: ToolCallPayload | None = None, state: Any = None
+    ) -> None:
+        """Stop for a person's decision (`reason`: "approval" of `tool_call`), and end the
+        response: `INTERRUPT`, then `done`. The decision comes back as `ask_user`'s answer does."""
+        if not isinstance(reason, str) or not reason:
+            raise AgentError(f"interrupt(reason) must be a non-empty str, got {reason!r}")
+        token = self._pause_token("interrupt", question, state)
+        payload = InterruptPayload(
+            reason=reason, question=question, tool_call=tool_call, token=token, resumable=token is not None
+        )
+        await self._end_streams()
+        await self.emit_json(names.INTERRUPT, payload)
+        await self.complete()
+
+    async def _end_streams(self) -> None:
+        """End the open text streams: a pause's question is the last thing before `done`."""
+        for stream in self._streams or ():
+            if not stream.is_complete:
+                await stream.complete()
+
+    def _pause_token(self, kind: PauseKind, question: str, state: Any) -> str | None:
+        self._check_open()
+        if self._pauses is None:
+            return None  # a handler of the agent's own making: the pause is told, not resumable
+        try:
+            return self._pauses.token(kind, question, state)
+        except (TypeError, ValueError) as exc:
+            raise AgentError(f"a pause's state must be JSON: {exc}") from None
 
     async def emit_stage(
         self,

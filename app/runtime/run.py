@@ -26,6 +26,7 @@ from app.runtime.agent import AbstractAgent
 from app.runtime.channel import Channel
 from app.runtime.errors import AgentError, CallRefused, ResponseStreamClosedError
 from app.runtime.ids import MonotonicUlid
+from app.runtime.pauses import PauseContext, PauseRefused, resumption_of
 from app.runtime.request_context import context_for_request
 from app.runtime.response_handler import ResponseHandler
 from app.runtime.session import Session
@@ -164,13 +165,20 @@ class Run(Generic[T]):
         self.stats = stats
         self._channel: Channel[T] = Channel(CHANNEL_CAPACITY, CHANNEL_MAX_BYTES)
         self.hook = make_hook(self._channel, stats)
-        self.handler = ResponseHandler(session.processor_id, self.hook)
+        self.handler = ResponseHandler(session.processor_id, self.hook, pauses=PauseContext(session, query.prompt))
         self._agent_name = agent.name
+        # A request that answers a pause resumes it, if its token holds; one that does not is
+        # refused (an error event, then done) and the agent never runs.
+        try:
+            session.resumed = resumption_of(session, query.prompt)
+            work = _assist(agent, session, query, self.handler)
+        except PauseRefused as refused:
+            work = _raise(refused)
         # The task runs the agent's own coroutine, nothing around it: how it ended is read in
         # _after_agent. Named after the agent: one string for all its runs ("Task-N" is one each).
         # Its context knows the request id (current_request_id()), for what the agent reports.
         self.task = asyncio.create_task(
-            _assist(agent, session, query, self.handler),
+            work,
             name=self._agent_name,
             context=context_for_request(stats.request_id),
         )
@@ -275,6 +283,9 @@ class Run(Generic[T]):
             return ErrorContent(
                 error_message=str(exc), error_code=exc.error_code, details={"refused": exc.reason, **request_id}
             )
+        if isinstance(exc, PauseRefused):
+            logger.warning("agent %s: resume refused: %s (request %s)", name, exc, stats.request_id)
+            return ErrorContent(error_message=str(exc), error_code=400, details={"refused": "resume", **request_id})
         if isinstance(exc, ResponseStreamClosedError):
             # It emitted after complete(), or after its run was ended: the reader has `done` already.
             logger.warning("agent %s emitted after its response was complete (request %s)", name, stats.request_id)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
 
 from ulid import ULID
 
 from app.protocol.request import Interaction, SessionObject
+
+if TYPE_CHECKING:
+    from app.runtime.pauses import Resumption
 
 
 class Interactions(list[Interaction]):
@@ -24,11 +28,14 @@ class Interactions(list[Interaction]):
 class Session:
     """Read-only view of a request's session."""
 
-    __slots__ = ("_session_object", "_interactions")
+    __slots__ = ("_session_object", "_interactions", "resumed")
 
     def __init__(self, session_object: SessionObject) -> None:
         self._session_object = session_object
         self._interactions = Interactions(session_object.interactions)
+        # Set before the agent runs when this request answers a pause: a Resumption
+        # (app/runtime/pauses.py), with the answer and the state the agent paused with.
+        self.resumed: Resumption | None = None
 
     @classmethod
     def new(cls, processor_id: str) -> Session:

@@ -12,6 +12,7 @@ from fastapi.params import Depends
 from starlette.middleware.cors import CORSMiddleware
 
 from app.registry import load_agent
+from app.runtime import pauses
 from app.runtime.agent import AbstractAgent
 from app.server.access_log import AccessLogMiddleware
 from app.server.assist import Assist
@@ -44,6 +45,8 @@ def create_app(settings: Settings | None = None, agent: AbstractAgent | None = N
     )
     app.state.settings = settings
     app.state.agent = agent
+    secret = settings.resume_secret.get_secret_value().encode() if settings.resume_secret else None
+    pauses.configure(secret, settings.resume_ttl)
     assist = Assist(agent, settings)
     app.include_router(assist.router())
     app.include_router(probes)

@@ -11,7 +11,7 @@ from app.runtime.errors import SettingsError
 
 ENV_PREFIX = "ASSIST_"
 # Values never repeated in an error message.
-_SECRET_FIELDS = {"api_keys", "model_api_key"}
+_SECRET_FIELDS = {"api_keys", "model_api_key", "resume_secret"}
 
 
 def _comma_separated(value: object) -> object:
@@ -44,6 +44,12 @@ class Settings(BaseSettings):
         65_536, ge=1024, description="A request's header block cap before 431 (python -m app serve)."
     )
     shutdown_grace: float = Field(30, ge=0, description="Seconds in-flight streams get on shutdown.")
+    resume_secret: SecretStr | None = Field(
+        None,
+        min_length=16,
+        description="Signs the tokens of paused runs (ASK_USER, INTERRUPT); empty: a random one per process.",
+    )
+    resume_ttl: float = Field(86_400, gt=0, description="Seconds a paused run can be resumed.")
     log_format: Literal["text", "json"] = Field("text", description="`text` or `json` lines.")
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = Field(
         "info", description="Log level."

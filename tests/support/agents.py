@@ -22,6 +22,9 @@ class ScriptedAgent(AbstractAgent):
     description = "Test agent: its prompt picks a behaviour."
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
+        if session.resumed is not None:  # this request answers a pause of ours
+            await self._resumed(session, query.prompt, response_handler)
+            return
         behaviour, _, argument = query.prompt.partition(":")
         await getattr(self, "_" + behaviour.replace("-", "_"))(session, argument, response_handler)
 
@@ -162,6 +165,19 @@ class ScriptedAgent(AbstractAgent):
             "ASK_USER", {"question": "Which city?", "choices": ["Oslo", "Lima"], "token": "resume-1", "resumable": True}
         )
         await handler.complete()
+
+    async def _ask(self, session, argument, handler: ResponseHandler) -> None:
+        """Asks, and ends its response; the answer resumes it (`_resumed`)."""
+        stream = handler.create_text_stream("FINAL_RESPONSE")
+        await stream.emit_chunk("I need to know one thing.")
+        await handler.ask_user("Which city?", choices=["Oslo", "Lima"], state={"step": 1, "asked": argument})
+
+    async def _resumed(self, session, answer, handler: ResponseHandler) -> None:
+        resumed = session.resumed
+        await handler.respond(
+            "RESUMED",
+            {"answer": answer, "state": resumed.state, "question": resumed.pause.question, "kind": resumed.pause.kind},
+        )
 
     async def _output(self, session, argument, handler: ResponseHandler) -> None:
         """A typed output, as LLMAgent(output_type=...) sends it (`wrong`: one that is not a Weather)."""

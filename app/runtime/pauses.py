@@ -1,0 +1,203 @@
+"""Pauses: a run that stops to ask a person, and the next request that resumes it.
+
+The service keeps no per-user store: a pause lives in the conversation. Its ASK_USER (or
+INTERRUPT) event carries a token, `<payload>.<signature>`: the payload (base64url JSON)
+says what was paused (the agent, a digest of the conversation's prompts up to the paused
+one, when it expires, and the agent's own state to go on from); the signature is an
+HMAC-SHA256 of it with the service's secret (ASSIST_RESUME_SECRET). The person's answer
+comes back as the next request, its history holding the pause: before the agent runs,
+`resumption_of()` finds the pause's token in the last turn, checks it against this very
+conversation, and hands the agent a `Resumption`; a token that was not issued here for this
+conversation (tampered, on another history, expired) is refused and nothing runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from app.protocol import conventions as names
+from app.protocol.events import DocumentEvent
+from app.protocol.request import Interaction
+from app.runtime.session import Session
+
+logger = logging.getLogger("app.run")
+
+DEFAULT_TTL = 86_400.0  # a day to answer
+MAX_TOKEN_CHARS = 256 * 1024  # a pause's state (an LLM run's messages) is bounded by the body limit anyway
+_VERSION = 1
+
+PauseKind = Literal["ask_user", "interrupt"]
+
+
+class PauseRefused(Exception):
+    """A resume whose token this service cannot honour; the message says why, for the client."""
+
+
+@dataclass(frozen=True)
+class Pause:
+    """What a token says: verified, or about to be signed."""
+
+    kind: PauseKind
+    source: str  # the agent that paused
+    digest: str  # of the conversation's prompts, the paused one last: the conversation it belongs to
+    expires: float  # unix time
+    question: str = ""
+    state: Any = None  # the agent's own, JSON: where to go on from
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """A run resumed: `answer` is the person's reply (the request's prompt) to `pause`."""
+
+    answer: str
+    pause: Pause
+
+    @property
+    def state(self) -> Any:
+        return self.pause.state
+
+
+class PauseContext:
+    """Where a response pauses, if it does: its session and prompt, for a token bound to them."""
+
+    __slots__ = ("session", "prompt")
+
+    def __init__(self, session: Session, prompt: str) -> None:
+        self.session = session
+        self.prompt = prompt
+
+    def token(self, kind: PauseKind, question: str, state: Any) -> str:
+        """A token for a pause of this response, signed by the process's signer."""
+        session, pauses = self.session, signer()
+        prompts = [*(i.request.event.prompt for i in session.get_interactions()), self.prompt]
+        pause = Pause(
+            kind=kind,
+            source=session.processor_id,
+            digest=prompts_digest(prompts),
+            expires=time.time() + pauses.ttl,
+            question=question,
+            state=state,
+        )
+        return pauses.issue(pause)
+
+
+def resumption_of(session: Session, prompt: str) -> Resumption | None:
+    """The pause this request answers (its history's last turn ended with a pause's token),
+    verified; None when it answers none; PauseRefused when the token does not hold."""
+    interactions = session.get_interactions()
+    pending = pending_token(interactions)
+    if pending is None:
+        return None
+    kind, token = pending
+    digest = prompts_digest(i.request.event.prompt for i in interactions)
+    pause = signer().verify(token, digest=digest)
+    if pause.kind != kind or pause.source != session.processor_id:
+        raise PauseRefused("the pause's token belongs to another agent's pause")
+    return Resumption(answer=prompt, pause=pause)
+
+
+class PauseSigner:
+    """Signs pauses into tokens and checks them, with one secret (HMAC-SHA256)."""
+
+    def __init__(self, secret: bytes, *, ttl: float = DEFAULT_TTL) -> None:
+        if len(secret) < 16:
+            raise ValueError("the resume secret must be at least 16 bytes")
+        self._secret = secret
+        self.ttl = ttl
+
+    def issue(self, pause: Pause) -> str:
+        payload = _b64(
+            json.dumps(
+                {"v": _VERSION, **pause.__dict__}, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+            ).encode()
+        )
+        return payload + "." + _b64(self._sign(payload))
+
+    def verify(self, token: str, *, digest: str, now: float | None = None) -> Pause:
+        """The pause `token` says, if this service issued it for this conversation and it has
+        not expired; PauseRefused otherwise."""
+        if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS or token.count(".") != 1:
+            raise PauseRefused("the pause's token is not one this service issues")
+        payload, signature = token.split(".")
+        try:
+            given = _unb64(signature)
+        except (binascii.Error, ValueError):
+            raise PauseRefused("the pause's token is not one this service issues") from None
+        if not hmac.compare_digest(given, self._sign(payload)):
+            raise PauseRefused("the pause's token was not issued by this service, or was changed")
+        try:
+            data = json.loads(_unb64(payload))
+            pause = Pause(
+                kind=data["kind"],
+                source=data["source"],
+                digest=data["digest"],
+                expires=float(data["expires"]),
+                question=data.get("question", ""),
+                state=data.get("state"),
+            )
+        except (ValueError, KeyError, TypeError):
+            raise PauseRefused("the pause's token is not one this service issues") from None
+        if not hmac.compare_digest(pause.digest, digest):
+            raise PauseRefused("the pause's token belongs to another conversation")
+        if (time.time() if now is None else now) > pause.expires:
+            raise PauseRefused("the pause has expired; ask again")
+        return pause
+
+    def _sign(self, payload: str) -> bytes:
+        return hmac.new(self._secret, payload.encode(), hashlib.sha256).digest()
+
+
+def prompts_digest(prompts: Iterable[str]) -> str:
+    """A digest of a conversation's prompts, in order: a pause is bound to its conversation."""
+    digest = hashlib.sha256()
+    for prompt in prompts:
+        encoded = prompt.encode("utf-8", "surrogatepass")
+        digest.update(len(encoded).to_bytes(8, "big") + encoded)
+    return _b64(digest.digest())
+
+
+def pending_token(interactions: list[Interaction]) -> tuple[PauseKind, str] | None:
+    """The token of the pause that ended the conversation's last turn, if it ended with one."""
+    if not interactions:
+        return None
+    kinds: dict[str, PauseKind] = {names.ASK_USER: "ask_user", names.INTERRUPT: "interrupt"}
+    for response in reversed(interactions[-1].responses):
+        event = response.event
+        if isinstance(event, DocumentEvent) and event.event_name in kinds:
+            token = event.content.get("token")
+            return (kinds[event.event_name], token) if isinstance(token, str) and token else None
+    return None
+
+
+_signer: PauseSigner | None = None
+
+
+def configure(secret: bytes | None, ttl: float = DEFAULT_TTL) -> PauseSigner:
+    """The process's signer, from ASSIST_RESUME_SECRET; without one, a random secret of this
+    process (pauses then resume only in the process that made them: set the secret when
+    there are several workers or replicas, or across restarts)."""
+    global _signer
+    _signer = PauseSigner(secret if secret is not None else secrets.token_bytes(32), ttl=ttl)
+    return _signer
+
+
+def signer() -> PauseSigner:
+    return _signer if _signer is not None else configure(None)
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
