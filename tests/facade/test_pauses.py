@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from ulid import ULID
 
-from app import Agent, AgentResult, Message
+from app import Agent, AgentResult, Message, load_agent
 from app.protocol.history import interactions_from
 from app.runtime import pauses
 from tests.support.agents import ScriptedAgent
@@ -121,3 +121,11 @@ async def test_resume_needs_a_resumable_pause(both):
     finished = await local.run("every-event")
     with pytest.raises(ValueError, match="not resumable"):
         await local.resume(finished, "anything")
+
+
+async def test_the_trip_agent_asks_then_plans_for_the_city_answered():
+    trip = Agent(load_agent("trip"))
+    paused = await trip.run("Plan a day out")
+    assert paused.interrupt is not None and paused.interrupt.choices == ("Oslo", "Lima", "Kyoto")
+    planned = await trip.resume(paused, "Kyoto")
+    assert planned.text.startswith("A day in Kyoto, as you asked ('Plan a day out')")
