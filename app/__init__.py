@@ -11,7 +11,7 @@ from app.facade.agent import Agent, AgentStream
 from app.facade.events import AgentEvent, EventKind
 from app.facade.result import AgentResult, ErrorRecord, PendingInterrupt, StageRecord, ToolCall
 from app.llm.agent import LLMAgent, UsageLimits
-from app.llm.asking import AskUser
+from app.llm.asking import Approval, AskUser
 from app.llm.messages import ChatMessage, ModelEvent, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
 from app.llm.model import ChatModel, ModelSettings
 from app.llm.openai_model import OpenAIChatModel
@@ -190,6 +190,7 @@ __all__ = [
     "ToolCall",
     "CapabilityConfig",
     # Language-model agents
+    "Approval",
     "AskUser",
     "ChatMessage",
     "ChatModel",

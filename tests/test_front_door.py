@@ -85,6 +85,7 @@ EXPORTED = sorted(
         "ToolCall",
         "CapabilityConfig",
         # language-model agents
+        "Approval",
         "AskUser",
         "ChatMessage",
         "ChatModel",

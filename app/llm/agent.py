@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.llm.asking import ASK_TOOL, AskUser, Question, pause_state, resumed_messages
+from app.llm.asking import ASK_TOOL, REFUSED, AskUser, Paused, Question, approves
 from app.llm.messages import ChatMessage, ToolCallRequest, assistant, chat_history, system, tool_result, user
 from app.llm.model import ChatModel, ModelSettings
 from app.llm.output import OUTPUT_TOOL, OutputSpec, output_call
@@ -78,31 +78,50 @@ class LLMAgent(AbstractAgent):
         self.ask_user = ask_user
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
-        messages, run_start = self._conversation(session, query)
+        messages, run_start, decided = self._conversation(session, query)
+        if decided is not None:  # resumed after an approval: the call runs, or is refused, first
+            await self._decide(decided, query.prompt, messages, response_handler)
         streams = ReplyStreams(response_handler)
-        asked: list[Question] = []
-        usage, failure = await self._loop(messages, response_handler, streams, asked)
+        held: list[ToolCallRequest] = []
+        usage, failure = await self._loop(messages, response_handler, streams, held)
         if failure is not None:
             logger.warning("model %s stopped: %s (request %s)", self.model.name, failure.message, current_request_id())
-        if asked and failure is None:
-            await self._pause(response_handler, streams, usage, messages[run_start:], asked[0])
+        if held and failure is None:
+            await self._pause(response_handler, streams, usage, messages[run_start:], held[0])
             return
         await finish_run(response_handler, streams, usage, failure)
 
-    def _conversation(self, session: Session, query: Query) -> tuple[list[ChatMessage], int]:
-        """What the model reads, and where this run's own messages start in it: the system
-        prompt, the chat so far, the prompt; or, resuming a pause of ours, the chat before the
-        paused turn, then the paused run's messages with the answer as the ask_user result."""
+    def _conversation(self, session: Session, query: Query) -> tuple[list[ChatMessage], int, ToolCallRequest | None]:
+        """What the model reads, where this run's own messages start in it, and a call waiting
+        for the person's decision: the system prompt, the chat so far, the prompt; or, resuming
+        a pause of ours, the chat before the paused turn, then the paused run's messages, with
+        the answer as the ask_user call's result (or the call approved or refused, to come)."""
         messages: list[ChatMessage] = [system(self.system_prompt)] if self.system_prompt else []
         interactions = list(session.get_interactions())
-        paused = resumed_messages(session.resumed.state) if session.resumed is not None else None
+        paused = Paused.of(session.resumed.state) if session.resumed is not None else None
         if paused is None:
             messages += chat_history(messages_from(interactions, keep_events=False))
             messages.append(user(query.prompt))
-            return messages, len(messages) - 1
-        run_messages, call = paused
+            return messages, len(messages) - 1, None
         messages += chat_history(messages_from(interactions[:-1], keep_events=False))  # before the paused turn
-        return [*messages, *run_messages, tool_result(call, query.prompt)], len(messages)
+        start = len(messages)
+        messages += paused.messages
+        if paused.approval:
+            return messages, start, paused.call
+        return [*messages, tool_result(paused.call, query.prompt)], start, None
+
+    async def _decide(
+        self, call: ToolCallRequest, answer: str, messages: list[ChatMessage], handler: ResponseHandler
+    ) -> None:
+        """The person's decision on a call that waited for approval: it runs, or the model is told no."""
+        if approves(answer):
+            await self._run_tools([call], messages, handler)
+            return
+        await handler.emit_json(
+            names.TOOL_CALL, ToolCallPayload(id=call.id, name=call.name, arguments=arguments_object(call.arguments))
+        )
+        await handler.emit_json(names.TOOL_RESULT, ToolResultPayload(id=call.id, name=call.name, error=REFUSED))
+        messages.append(tool_result(call, "error: " + REFUSED))
 
     async def _pause(
         self,
@@ -110,19 +129,34 @@ class LLMAgent(AbstractAgent):
         streams: ReplyStreams,
         usage: TokenUsage,
         run_messages: list[ChatMessage],
-        asked: Question,
+        call: ToolCallRequest,
     ) -> None:
-        """The run stops to ask: its text streams end, its bill (USAGE), then the question and done."""
+        """The run stops for the person: its text streams end, its bill (USAGE), then the
+        question (ASK_USER) or the call to approve (INTERRUPT), and done."""
         await streams.close(names.THINKING)
         await streams.close(names.FINAL_RESPONSE)
         await handler.emit_json(names.USAGE, usage)
-        await handler.ask_user(asked.question, choices=asked.choices, state=pause_state(run_messages, asked.call))
+        if call.name == ASK_TOOL and self.ask_user is not None:
+            asked = Question.of(call)
+            state = Paused(run_messages, call, approval=False).state()
+            await handler.ask_user(asked.question, choices=asked.choices, state=state)
+            return
+        arguments = arguments_object(call.arguments)
+        approval = self.tools[call.name].approval
+        question = (approval.question if approval is not None else "") or f"Run {call.name}?"
+        await handler.interrupt(
+            "approval",
+            question=question,
+            tool_call=ToolCallPayload(id=call.id, name=call.name, arguments=arguments),
+            state=Paused(run_messages, call, approval=True).state(),
+        )
 
     async def _loop(
-        self, messages: list[ChatMessage], handler: ResponseHandler, streams: ReplyStreams, asked: list[Question]
+        self, messages: list[ChatMessage], handler: ResponseHandler, streams: ReplyStreams, held: list[ToolCallRequest]
     ) -> tuple[TokenUsage, ModelProviderError | None]:
         """The run's replies and tool rounds: what they used, and what stopped them early, if
-        anything; a question for the person (ask_user) goes in `asked`, and stops them too."""
+        anything; a call that needs the person (ask_user, or a tool waiting for approval) goes
+        in `held`, and stops them too."""
         specs = [t.spec for t in self.tools.values()]
         if self.ask_user is not None:
             specs.append(self.ask_user.tool)
@@ -154,16 +188,25 @@ class LLMAgent(AbstractAgent):
             messages.append(assistant(reply.text, tuple(reply.calls)))
             if not reply.calls:
                 return usage, None
-            ask = next((c for c in reply.calls if c.name == ASK_TOOL), None) if self.ask_user is not None else None
-            await self._run_tools([c for c in reply.calls if c is not ask], messages, handler)
-            if ask is not None:
-                asked.append(Question.of(ask))  # the run pauses here: the answer is this call's result
+            pausing = [c for c in reply.calls if self._needs_person(c)]
+            await self._run_tools([c for c in reply.calls if c not in pausing], messages, handler)
+            if pausing:
+                # The run pauses at the first; the others are told to wait their turn (every call is answered).
+                for later in pausing[1:]:
+                    messages.append(tool_result(later, "error: one question to the user at a time; ask again"))
+                held.append(pausing[0])
                 return usage, None
             if limits.max_tokens is not None and usage.total_tokens >= limits.max_tokens:
                 message = f"Stopped: the run used {usage.total_tokens} tokens, the limit is {limits.max_tokens}."
                 return usage, UsageLimitExceeded(message, "max_tokens")
         message = f"Stopped: the model was still calling tools after {limits.max_turns} turns."
         return usage, UsageLimitExceeded(message, "max_turns")
+
+    def _needs_person(self, call: ToolCallRequest) -> bool:
+        if call.name == ASK_TOOL:
+            return self.ask_user is not None
+        found = self.tools.get(call.name)
+        return found is not None and found.approval is not None
 
     async def _output_of(
         self, calls: list[ToolCallRequest], text: str, messages: list[ChatMessage], handler: ResponseHandler

@@ -20,6 +20,21 @@ from app.llm.messages import ChatMessage, ToolCallRequest, ToolSpec
 from app.runtime.capability import CapabilityConfig
 
 ASK_TOOL = "ask_user"
+APPROVING = frozenset({"yes", "y", "ok", "okay", "approve", "approved", "allow", "go ahead", "sure"})
+REFUSED = "the user refused this call"
+
+
+@dataclass(frozen=True)
+class Approval(CapabilityConfig):
+    """A tool that runs only once a person approves the call: the run stops with an INTERRUPT
+    naming the tool and its arguments; "yes" (or "approve", "ok", ...) runs it, anything else
+    refuses it, and the model is told so."""
+
+    question: str = ""  # shown to the person; empty: "Run <tool>(<arguments>)?"
+
+
+def approves(answer: str) -> bool:
+    return answer.strip().strip(".!").lower() in APPROVING
 
 
 @dataclass(frozen=True)
@@ -76,21 +91,33 @@ class Question:
         )
 
 
-def pause_state(run_messages: list[ChatMessage], call: ToolCallRequest) -> dict[str, Any]:
-    """What a paused run goes on from: its messages since the user's prompt, and the call asked."""
-    return {"messages": [_dumped(message) for message in run_messages], "call": _dumped_call(call)}
+@dataclass(frozen=True)
+class Paused:
+    """A paused LLM run as its token keeps it: its messages since the user's prompt, and the
+    call it stopped at (an ask_user call, or a call waiting for approval)."""
 
+    messages: list[ChatMessage]
+    call: ToolCallRequest
+    approval: bool
 
-def resumed_messages(state: Any) -> tuple[list[ChatMessage], ToolCallRequest] | None:
-    """A pause's state back as messages and the ask_user call; None if it is not one of ours."""
-    if not isinstance(state, dict) or not isinstance(state.get("messages"), list):
-        return None
-    try:
-        messages = [_loaded(message) for message in state["messages"]]
-        call = ToolCallRequest(**state["call"])
-    except (TypeError, KeyError, ValueError):
-        return None
-    return messages, call
+    def state(self) -> dict[str, Any]:
+        return {
+            "messages": [_dumped(message) for message in self.messages],
+            "call": _dumped_call(self.call),
+            "approval": self.approval,
+        }
+
+    @classmethod
+    def of(cls, state: Any) -> Paused | None:
+        """A pause's state back; None if it is not one of ours."""
+        if not isinstance(state, dict) or not isinstance(state.get("messages"), list):
+            return None
+        try:
+            messages = [_loaded(message) for message in state["messages"]]
+            call = ToolCallRequest(**state["call"])
+        except (TypeError, KeyError, ValueError):
+            return None
+        return cls(messages, call, state.get("approval") is True)
 
 
 def _dumped_call(call: ToolCallRequest) -> dict[str, str]:

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
+from app.llm.asking import Approval
 from app.llm.messages import ToolSpec
 from app.protocol.events import dumps_json
 from app.runtime.errors import ToolError
@@ -51,8 +52,10 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         timeout: float = DEFAULT_TOOL_TIMEOUT,
+        approval: Approval | None = None,
     ) -> None:
         self.function = function
+        self.approval = approval  # with one, a call waits for a person's approval (app/llm/asking.py)
         self.name = name or function.__name__
         summary, argument_docs = _parse_docstring(inspect.getdoc(function) or "")
         self.description = description or summary or self.name
@@ -129,11 +132,13 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout: float = DEFAULT_TOOL_TIMEOUT,
+    approval: Approval | None = None,
 ) -> Any:
-    """Make a function (sync or async) a Tool: `@tool` or `@tool(timeout=5)`."""
+    """Make a function (sync or async) a Tool: `@tool`, `@tool(timeout=5)`, or
+    `@tool(approval=Approval())` for one that runs only once a person approves the call."""
 
     def wrap(fn: Callable[..., Any]) -> Tool:
-        return Tool(fn, name=name, description=description, timeout=timeout)
+        return Tool(fn, name=name, description=description, timeout=timeout, approval=approval)
 
     return wrap(function) if function is not None else wrap
 

@@ -3,7 +3,7 @@ resumes the same tool loop (the answer as the ask_user call's result), not a fre
 
 from __future__ import annotations
 
-from app import Agent, AskUser, LLMAgent, ScriptedCall, ScriptedModel, ScriptedReply, tool
+from app import Agent, Approval, AskUser, LLMAgent, ScriptedCall, ScriptedModel, ScriptedReply, ToolCall, tool
 
 
 @tool
@@ -50,3 +50,56 @@ async def test_without_ask_user_the_model_has_no_such_tool():
     model = ScriptedModel([ScriptedReply(text="Hi.")])
     await Agent(LLMAgent(model=model)).run("hello")
     assert [spec.name for spec in model.calls[0][1]] == []
+
+
+sent: list[str] = []
+
+
+@tool(approval=Approval(question="Send this email?"))
+def send_email(to: str) -> str:
+    """Send an email."""
+    sent.append(to)
+    return "sent"
+
+
+def approval_run() -> tuple[Agent, ScriptedModel]:
+    model = ScriptedModel(
+        [
+            ScriptedReply(
+                tool_calls=(
+                    ScriptedCall("thermometer", {"city": "Oslo"}, id="t1"),
+                    ScriptedCall("send_email", {"to": "ana@example.com"}, id="e1"),
+                )
+            ),
+            ScriptedReply(text="Done."),
+        ]
+    )
+    return Agent(LLMAgent(model=model, tools=[thermometer, send_email])), model
+
+
+async def test_a_tool_that_needs_approval_stops_the_run_naming_the_call_and_yes_runs_it():
+    sent.clear()
+    agent, model = approval_run()
+    paused = await agent.run("Tell Ana the weather.")
+    pending = paused.interrupt
+    assert pending is not None and pending.kind == "interrupt" and pending.resumable
+    assert (pending.reason, pending.question) == ("approval", "Send this email?")
+    assert pending.tool_call == ToolCall(id="e1", name="send_email", arguments={"to": "ana@example.com"})
+    assert sent == [] and [c.name for c in paused.tool_calls] == ["thermometer"]
+    approved = await agent.resume(paused, "Yes")
+    assert sent == ["ana@example.com"] and approved.text == "Done."
+    (call,) = approved.tool_calls
+    assert (call.name, call.result, call.error) == ("send_email", "sent", None)
+    seen = model.calls[1][0]
+    assert (seen[-1].role, seen[-1].tool_call_id, seen[-1].content) == ("tool", "e1", '"sent"')
+
+
+async def test_a_refused_call_does_not_run_and_the_model_is_told():
+    sent.clear()
+    agent, model = approval_run()
+    paused = await agent.run("Tell Ana the weather.")
+    refused = await agent.resume(paused, "no, not now")
+    assert sent == []
+    (call,) = refused.tool_calls
+    assert (call.name, call.result, call.error) == ("send_email", None, "the user refused this call")
+    assert model.calls[1][0][-1].content == "error: the user refused this call"
