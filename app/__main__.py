@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import secrets
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -44,6 +45,9 @@ def _serve(args: argparse.Namespace) -> int:
 
     options: dict[str, Any] = {"host": settings.host, "port": settings.port, **uvicorn_options(settings)}
     if args.reload or args.workers > 1:
+        if settings.resume_secret is None:
+            # One secret for all the workers of this start: a pause made by one resumes in any.
+            os.environ["ASSIST_RESUME_SECRET"] = secrets.token_urlsafe(32)
         with _metrics_shared_across_workers(args.workers > 1):
             uvicorn.run("app.main:app", reload=args.reload, workers=None if args.reload else args.workers, **options)
     else:

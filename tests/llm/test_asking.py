@@ -3,7 +3,11 @@ resumes the same tool loop (the answer as the ask_user call's result), not a fre
 
 from __future__ import annotations
 
+import pytest
+
 from app import Agent, Approval, AskUser, LLMAgent, ScriptedCall, ScriptedModel, ScriptedReply, ToolCall, tool
+from tests.support.agents import asking_llm
+from tests.support.server import running_server
 
 
 @tool
@@ -103,3 +107,37 @@ async def test_a_refused_call_does_not_run_and_the_model_is_told():
     (call,) = refused.tool_calls
     assert (call.name, call.result, call.error) == ("send_email", None, "the user refused this call")
     assert model.calls[1][0][-1].content == "error: the user refused this call"
+
+
+@pytest.fixture(scope="module")
+def asking_server():
+    with running_server({"ASSIST_AGENT": "tests.support.agents:asking_llm", "ASSIST_LOG_LEVEL": "warning"}) as server:
+        yield server
+
+
+async def test_asking_and_approval_pause_and_resume_the_same_in_process_and_over_http(asking_server):
+    local, remote = Agent(asking_llm()), Agent(asking_server.url + "/assist")
+    outcomes = []
+    for agent in (local, remote):
+        asked = await agent.run("ask")
+        answered = await agent.resume(asked, "Oslo")
+        to_approve = await agent.run("approve")
+        approved = await agent.resume(to_approve, "yes")
+        assert asked.interrupt is not None and to_approve.interrupt is not None
+        outcomes.append(
+            (
+                asked.interrupt.question,
+                answered.text,
+                to_approve.interrupt.tool_call,
+                approved.text,
+                [(c.name, c.result) for c in approved.tool_calls],
+            )
+        )
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0] == (
+        "Which city?",
+        "Got: Oslo",
+        ToolCall(id=outcomes[0][2].id, name="notify", arguments={"to": "ana"}),
+        'Got: "notified ana"',
+        [("notify", "notified ana")],
+    )

@@ -12,7 +12,20 @@ import os
 import time
 from pathlib import Path
 
-from app import AbstractAgent, Query, ResponseHandler, ResponseStreamClosedError, Session
+from app import (
+    AbstractAgent,
+    Approval,
+    AskUser,
+    FunctionModel,
+    LLMAgent,
+    Query,
+    ResponseHandler,
+    ResponseStreamClosedError,
+    ScriptedCall,
+    ScriptedReply,
+    Session,
+    tool,
+)
 
 SECRET = "internal detail the client must never see"
 
@@ -214,3 +227,28 @@ def _rss_kb() -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1])
     return 0
+
+
+@tool(approval=Approval(question="Notify them?"))
+def notify(to: str) -> str:
+    """Notify someone."""
+    return f"notified {to}"
+
+
+def _decide(messages, tools) -> ScriptedReply:
+    """A stand-in model: `ask` asks the user, `approve` calls a tool that needs approval; a
+    tool's result (the answer, or the call's) is repeated back."""
+    last = messages[-1]
+    if last.role == "tool":
+        return ScriptedReply(text=f"Got: {last.content}")
+    if last.content == "ask":
+        return ScriptedReply(tool_calls=(ScriptedCall("ask_user", {"question": "Which city?", "choices": ["Oslo"]}),))
+    if last.content == "approve":
+        return ScriptedReply(tool_calls=(ScriptedCall("notify", {"to": "ana"}),))
+    return ScriptedReply(text="Nothing to do.")
+
+
+def asking_llm() -> LLMAgent:
+    """An LLMAgent that asks the user and needs approvals, on a stand-in model: served at
+    /assist by tests (ASSIST_AGENT=tests.support.agents:asking_llm) and run in-process."""
+    return LLMAgent(name="asking-llm", model=FunctionModel(_decide), tools=[notify], ask_user=AskUser())
