@@ -1,10 +1,10 @@
 """Pauses: a run that stops to ask a person, and the next request that resumes it.
 
 The service keeps no per-user store: a pause lives in the conversation. Its ASK_USER (or
-INTERRUPT) event carries a token, `<payload>.<signature>`: the payload (base64url JSON)
-says what was paused (the agent, a digest of the conversation's prompts up to the paused
-one, when it expires, and the agent's own state to go on from); the signature is an
-HMAC-SHA256 of it with the service's secret (ASSIST_RESUME_SECRET). The person's answer
+INTERRUPT) event carries a token: what was paused (the agent, a digest of the
+conversation's prompts up to the paused one, and the agent's own state to go on from),
+sealed with the service's secret (ASSIST_RESUME_SECRET) by Fernet: encrypted, signed and
+time-stamped, so that it can be neither read nor changed. The person's answer
 comes back as the next request, its history holding the pause: before the agent runs,
 `resumption_of()` finds the pause's token in the last turn, checks it against this very
 conversation, and hands the agent a `Resumption`; a token that was not issued here for this
@@ -23,6 +23,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
+
+from cryptography.fernet import Fernet, InvalidToken
 
 from app.protocol import conventions as names
 from app.protocol.events import DocumentEvent
@@ -49,7 +51,6 @@ class Pause:
     kind: PauseKind
     source: str  # the agent that paused
     digest: str  # of the conversation's prompts, the paused one last: the conversation it belongs to
-    expires: float  # unix time
     question: str = ""
     state: Any = None  # the agent's own, JSON: where to go on from
 
@@ -76,14 +77,13 @@ class PauseContext:
         self.prompt = prompt
 
     def token(self, kind: PauseKind, question: str, state: Any) -> str:
-        """A token for a pause of this response, signed by the process's signer."""
-        session, pauses = self.session, signer()
+        """A token for a pause of this response, sealed by the process's sealer."""
+        session, pauses = self.session, sealer()
         prompts = [*(i.request.event.prompt for i in session.get_interactions()), self.prompt]
         pause = Pause(
             kind=kind,
             source=session.processor_id,
             digest=prompts_digest(prompts),
-            expires=time.time() + pauses.ttl,
             question=question,
             state=state,
         )
@@ -99,45 +99,43 @@ def resumption_of(session: Session, prompt: str) -> Resumption | None:
         return None
     kind, token = pending
     digest = prompts_digest(i.request.event.prompt for i in interactions)
-    pause = signer().verify(token, digest=digest)
+    pause = sealer().verify(token, digest=digest)
     if pause.kind != kind or pause.source != session.processor_id:
         raise PauseRefused("The pause's token belongs to another agent's pause.")
     return Resumption(answer=prompt, pause=pause)
 
 
-class PauseSigner:
-    """Signs pauses into tokens and checks them, with one secret (HMAC-SHA256)."""
+class PauseSealer:
+    """Seals pauses into tokens and opens them, with one secret: Fernet (AES-128 and
+    HMAC-SHA256, from `cryptography`), so that a client can neither change a pause nor read
+    it (an LLM run's messages hold what the model was told and the user was not)."""
 
     def __init__(self, secret: bytes, *, ttl: float = DEFAULT_TTL) -> None:
         if len(secret) < 16:
             raise ValueError("the resume secret must be at least 16 bytes")
-        self._secret = secret
+        self._fernet = Fernet(base64.urlsafe_b64encode(hashlib.sha256(b"assist pause\0" + secret).digest()))
         self.ttl = ttl
 
     def issue(self, pause: Pause) -> str:
-        payload = _b64(
-            json.dumps(
-                {"v": _VERSION, **pause.__dict__}, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-            ).encode()
-        )
-        return payload + "." + _b64(self._sign(payload))
+        data = {"v": _VERSION, **pause.__dict__}
+        return self._fernet.encrypt(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()).decode()
 
     def verify(self, token: str, *, digest: str, now: float | None = None) -> Pause:
-        """The pause `token` says, if this service issued it for this conversation and it has
-        not expired; PauseRefused otherwise."""
-        if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS or token.count(".") != 1:
+        """The pause `token` holds, if this service sealed it for this conversation and it
+        has not expired; PauseRefused otherwise."""
+        if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:
             raise PauseRefused("The pause's token is not one this service issues.")
-        payload, signature = token.split(".")
-        # The signature compared as it is written: no two spellings of one signature pass.
-        if not hmac.compare_digest(signature.encode(), _b64(self._sign(payload)).encode()):
-            raise PauseRefused("The pause's token was not issued by this service, or was changed.")
         try:
-            data = json.loads(_unb64(payload))
+            sealed = self._fernet.decrypt(token)
+            issued = self._fernet.extract_timestamp(token)
+        except (InvalidToken, ValueError):
+            raise PauseRefused("The pause's token was not issued by this service, or was changed.") from None
+        try:
+            data = json.loads(sealed)
             pause = Pause(
                 kind=data["kind"],
                 source=data["source"],
                 digest=data["digest"],
-                expires=float(data["expires"]),
                 question=data.get("question", ""),
                 state=data.get("state"),
             )
@@ -145,12 +143,9 @@ class PauseSigner:
             raise PauseRefused("The pause's token is not one this service issues.") from None
         if not hmac.compare_digest(pause.digest, digest):
             raise PauseRefused("The pause's token belongs to another conversation.")
-        if (time.time() if now is None else now) > pause.expires:
+        if (time.time() if now is None else now) > issued + self.ttl:
             raise PauseRefused("The pause has expired: ask again.")
         return pause
-
-    def _sign(self, payload: str) -> bytes:
-        return hmac.new(self._secret, payload.encode(), hashlib.sha256).digest()
 
 
 def prompts_digest(prompts: Iterable[str]) -> str:
@@ -175,25 +170,21 @@ def pending_token(interactions: list[Interaction]) -> tuple[PauseKind, str] | No
     return None
 
 
-_signer: PauseSigner | None = None
+_sealer: PauseSealer | None = None
 
 
-def configure(secret: bytes | None, ttl: float = DEFAULT_TTL) -> PauseSigner:
-    """The process's signer, from ASSIST_RESUME_SECRET; without one, a random secret of this
+def configure(secret: bytes | None, ttl: float = DEFAULT_TTL) -> PauseSealer:
+    """The process's sealer, from ASSIST_RESUME_SECRET; without one, a random secret of this
     process (pauses then resume only in the process that made them: set the secret when
     there are several workers or replicas, or across restarts)."""
-    global _signer
-    _signer = PauseSigner(secret if secret is not None else secrets.token_bytes(32), ttl=ttl)
-    return _signer
+    global _sealer
+    _sealer = PauseSealer(secret if secret is not None else secrets.token_bytes(32), ttl=ttl)
+    return _sealer
 
 
-def signer() -> PauseSigner:
-    return _signer if _signer is not None else configure(None)
+def sealer() -> PauseSealer:
+    return _sealer if _sealer is not None else configure(None)
 
 
 def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
-
-
-def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))

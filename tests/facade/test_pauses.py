@@ -5,6 +5,8 @@ are refused and nothing runs."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import time
 from typing import Any
 
 import pytest
@@ -79,9 +81,9 @@ async def test_raw_sentient_chat_history_resumes_the_pause(both, scripted_server
 @pytest.mark.parametrize(
     ("change", "said"),
     [
-        (lambda token: token[:-2] + ("AA" if not token.endswith("AA") else "BB"), "not issued by this service"),
+        (lambda token: token[:40] + ("A" if token[40] != "A" else "B") + token[41:], "not issued by this service"),
         (lambda token: "x" + token, "not issued by this service"),
-        (lambda token: "not-a-token", "not one this service issues"),
+        (lambda token: "not-a-token", "not issued by this service"),
     ],
 )
 async def test_a_forged_token_is_refused_with_an_error_and_nothing_runs(both, change, said):
@@ -102,18 +104,26 @@ async def test_a_token_reused_on_another_history_is_refused(both):
         assert "another conversation" in error.message and resumed_document(moved) is None
 
 
-async def test_an_expired_pause_is_refused():
+async def test_an_expired_pause_is_refused(monkeypatch):
     agent = Agent(ScriptedAgent(), processor_id=PROCESSOR)
-    previous = pauses.signer()
-    pauses.configure(b"a secret of at least 16 bytes", ttl=0.05)
-    try:
-        paused = await agent.run("ask:late")
-        await asyncio.sleep(0.1)
-        late = await agent.run("Oslo", history=paused.messages)
-    finally:
-        pauses._signer = previous
+    paused = await agent.run("ask:late")
+    in_time = await agent.run("Oslo", history=paused.messages)
+    assert resumed_document(in_time) is not None
+    later = time.time() + pauses.sealer().ttl + 5
+    monkeypatch.setattr(pauses.time, "time", lambda: later)
+    late = await agent.run("Oslo", history=paused.messages)
     (error,) = late.errors
     assert "expired" in error.message and resumed_document(late) is None
+
+
+def test_a_token_cannot_be_read_without_the_secret():
+    sealed = pauses.PauseSealer(b"a secret of at least 16 bytes")
+    pause = pauses.Pause(kind="ask_user", source="a", digest="d", state={"told the model": "an internal detail"})
+    token = sealed.issue(pause)
+    assert b"internal" not in base64.urlsafe_b64decode(token + "==")
+    assert sealed.verify(token, digest="d") == pause
+    with pytest.raises(pauses.PauseRefused):
+        pauses.PauseSealer(b"another secret, 16 bytes or more").verify(token, digest="d")
 
 
 async def test_resume_needs_a_resumable_pause(both):
