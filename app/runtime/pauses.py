@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 import secrets
 import time
 from collections.abc import Iterable
@@ -36,6 +37,7 @@ logger = logging.getLogger("app.run")
 DEFAULT_TTL = 86_400.0  # a day to answer
 MAX_TOKEN_CHARS = 256 * 1024  # a pause's state (an LLM run's messages) is bounded by the body limit anyway
 _VERSION = 1
+_TOKEN_FORM = re.compile(r"(?:[A-Za-z0-9_-]{4})+(?:[A-Za-z0-9_-]{2}==|[A-Za-z0-9_-]{3}=)?")
 
 PauseKind = Literal["ask_user", "interrupt"]
 
@@ -123,7 +125,8 @@ class PauseSealer:
     def verify(self, token: str, *, digest: str, now: float | None = None) -> Pause:
         """The pause `token` holds, if this service sealed it for this conversation and it
         has not expired; PauseRefused otherwise."""
-        if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS:
+        # Only the exact spelling a token is issued in: base64 decoding forgives stray characters.
+        if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS or not _TOKEN_FORM.fullmatch(token):
             raise PauseRefused("The pause's token is not one this service issues.")
         try:
             sealed = self._fernet.decrypt(token)

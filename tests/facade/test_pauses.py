@@ -82,8 +82,9 @@ async def test_raw_sentient_chat_history_resumes_the_pause(both, scripted_server
     ("change", "said"),
     [
         (lambda token: token[:40] + ("A" if token[40] != "A" else "B") + token[41:], "not issued by this service"),
-        (lambda token: "x" + token, "not issued by this service"),
-        (lambda token: "not-a-token", "not issued by this service"),
+        (lambda token: "x" + token, "not one this service issues"),
+        (lambda token: token + "x", "not one this service issues"),
+        (lambda token: "not-a-token", "not one this service issues"),
     ],
 )
 async def test_a_forged_token_is_refused_with_an_error_and_nothing_runs(both, change, said):
