@@ -28,6 +28,7 @@ from app.orchestration.forwarding import Forwarder
 from app.protocol.history import Message
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import CallRefused
+from app.runtime.request_context import current_agent
 
 DEFAULT_MAX_DEPTH = 5
 
@@ -83,7 +84,7 @@ def calls_of_request(caller: str | None = None, policy: CallPolicy | None = None
     if _current.get() is not None:
         yield
         return
-    root = _Frame(chain=(caller,) if caller else (), depth=0, calls=_RequestCalls(policy or CallPolicy()))
+    root = _Frame(chain=_top(caller), depth=0, calls=_RequestCalls(policy or CallPolicy()))
     token = _current.set(root)
     try:
         yield
@@ -122,7 +123,14 @@ def _where(caller: str | None, policy: CallPolicy | None) -> tuple[tuple[str, ..
     frame = _current.get()
     if frame is not None:
         return frame.chain, frame.depth, frame.calls
-    return ((caller,) if caller else ()), 0, _RequestCalls(policy or CallPolicy())
+    return _top(caller), 0, _RequestCalls(policy or CallPolicy())
+
+
+def _top(caller: str | None) -> tuple[str, ...]:
+    """The first link of a request's chain: the caller named, else the agent that serves the
+    request (so that A -> B -> C -> A is a loop at its first return to A)."""
+    top = caller or current_agent()
+    return (top,) if top else ()
 
 
 def _refusal(callee: str, prompt: str, chain: tuple[str, ...], depth: int, calls: _RequestCalls) -> str:

@@ -270,8 +270,12 @@ class HostAgent(AbstractAgent):
 
     async def _run_specialists(self, run: _HostRun, handoffs: list[tuple[Specialist, Handoff]]) -> list[CallResult]:
         """Concurrently; the client hears them in order: the first live, each next one released
-        when the one before it ends. With a summarizer, they run unheard and it speaks for them."""
+        when the one before it ends. With a summarizer, they run unheard and it speaks for them.
+        Several heard each get a paragraph of the answer, opened with their name."""
         heard = self.summarizer is None
+        attributed = heard and len(handoffs) > 1
+        if attributed:  # the host's own text, if any, ended with a paragraph already
+            await run.streams.write(names.FINAL_RESPONSE, f"{handoffs[0][0].name}: ")
         forwarders = [
             Forwarder(run.handler) if heard and index == 0 else Forwarder.held(run.handler)
             for index in range(len(handoffs))
@@ -294,6 +298,8 @@ class HostAgent(AbstractAgent):
                         {"specialist": specialist.name, "status": exc.status_code},
                     )
                 if heard and index + 1 < len(forwarders):
+                    if attributed:  # after the answer before it, a paragraph of its own
+                        await run.streams.write(names.FINAL_RESPONSE, f"\n\n{handoffs[index + 1][0].name}: ")
                     await forwarders[index + 1].release()
         finally:
             for task in tasks:

@@ -1,8 +1,10 @@
-"""The id of the request a run answers, for code that runs inside the agent's task.
+"""The request a run answers, for code that runs inside the agent's task.
 
 `Run` starts the agent's task in a context where `current_request_id()` is the run's
-`RunStats.request_id` (the server's: the caller's X-Request-ID, or a fresh ULID). Code deep in
-an agent (a model's error details, a log line) reads it there, without it being passed along.
+`RunStats.request_id` (the server's: the caller's X-Request-ID, or a fresh ULID), and
+`current_agent()` the name of the agent it runs. Code deep in an agent (a model's error
+details, a log line, the guards of agent-to-agent calls) reads them there, without them
+being passed along.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextvars
 
 _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
+_agent: contextvars.ContextVar[str | None] = contextvars.ContextVar("agent", default=None)
 
 
 def current_request_id() -> str | None:
@@ -17,9 +20,16 @@ def current_request_id() -> str | None:
     return _request_id.get()
 
 
-def context_for_request(request_id: str) -> contextvars.Context:
-    """A copy of the current context in which `current_request_id()` is `request_id`: for the
-    agent's task (`asyncio.create_task(..., context=...)`), so the id stays with that task."""
+def current_agent() -> str | None:
+    """The name of the agent whose run this code is part of; None outside a run."""
+    return _agent.get()
+
+
+def context_for_request(request_id: str, agent: str | None = None) -> contextvars.Context:
+    """A copy of the current context in which `current_request_id()` is `request_id` and
+    `current_agent()` is `agent`: for the agent's task (`asyncio.create_task(..., context=...)`),
+    so they stay with that task."""
     context = contextvars.copy_context()
     context.run(_request_id.set, request_id)
+    context.run(_agent.set, agent)
     return context

@@ -68,6 +68,19 @@ class CallsBack(AbstractAgent):
         await response_handler.complete()
 
 
+class Ring(AbstractAgent):
+    """Says it ran, then calls the next agent of its ring, naming no caller: A -> B -> C -> A."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.next: AbstractAgent | None = None
+
+    async def assist(self, session, query, response_handler):
+        await response_handler.emit_text_block("RAN", self.name)
+        await call_agent(self.next, query.prompt, forward=Forwarder(response_handler))
+        await response_handler.complete()
+
+
 class Nesting(AbstractAgent):
     """Calls a fresh Nesting one level down, `levels` times: deep, but never a loop."""
 
@@ -130,6 +143,14 @@ def loop_host() -> HostAgent:
     host = make_host("calls_back", specialists=[Specialist(calls_back, "calls the host back")])
     calls_back.target = host
     return host
+
+
+def ring() -> Ring:
+    """ring_a -> ring_b -> ring_c -> ring_a, ring_a served: the loop is refused at its first
+    return to ring_a, which runs once."""
+    a, b, c = Ring("ring_a"), Ring("ring_b"), Ring("ring_c")
+    a.next, b.next, c.next = b, c, a
+    return a
 
 
 def deep_host() -> HostAgent:

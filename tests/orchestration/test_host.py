@@ -25,6 +25,7 @@ FACTORIES = [
     "loop_host",
     "deep_host",
     "capped_host",
+    "ring",
 ]
 
 
@@ -92,12 +93,14 @@ async def test_a_hand_off_after_preamble_text_is_not_missed(served):
         {"to_agent": "alpha", "argument": {"reason": "alpha fits", "task": None}},
         {"to_agent": "beta", "argument": {"reason": "beta fits", "task": None}},
     ]
-    # Each specialist's events arrive under its own source.
+    # Each specialist's events arrive under its own source; the host opens each one's paragraph with its name.
     assert text_by_source(stream.events) == {
-        "host": "Let me hand this over.\n\n",
+        "host": "Let me hand this over.\n\nalpha: \n\nbeta: ",
         "alpha": "alpha speaks first",
         "beta": "beta speaks second",
     }
+    answer = "".join(e["content"] for e in stream.events if e["event_name"] == "FINAL_RESPONSE")
+    assert answer == "Let me hand this over.\n\nalpha: alpha speaks first\n\nbeta: beta speaks second"
 
 
 async def test_two_hand_offs_run_at_once_and_reach_the_client_in_a_fixed_order():
@@ -109,7 +112,8 @@ async def test_two_hand_offs_run_at_once_and_reach_the_client_in_a_fixed_order()
     chunks = [e for e in result.messages[-1].events if e["event_name"] == "FINAL_RESPONSE" and e["source"] != "host"]
     sources = [e["source"] for e in chunks]
     assert sources == sorted(sources, key=["alpha", "beta"].index), "beta's words came before alpha was done"
-    assert result.text.endswith("a1 a2 a3b1 b2")
+    # Two answers without a summarizer: each its own paragraph, in order, said by whom.
+    assert result.text == "Let me hand this over.\n\nalpha: a1 a2 a3\n\nbeta: b1 b2"
 
 
 def test_over_the_wire_two_hand_offs_arrive_in_order_and_callbacks_run_before_the_specialist(served):
@@ -179,6 +183,16 @@ async def test_a_loop_back_to_the_host_is_refused_with_a_clear_error(served):
     assert "host -> calls_back -> host" in result.errors[0].message
     stream = wire(served, "loop_host")
     assert any(e["event_name"] == "error" and e["content"]["error_code"] == 508 for e in stream.events)
+
+
+async def test_a_loop_back_to_the_served_agent_counts_it_as_the_first_link(served):
+    events, result = await run_in_process("ring")
+    assert [e.text for e in events if e.event_name == "RAN"] == ["ring_a", "ring_b", "ring_c"]  # ring_a once
+    assert [(e.code, e.details["refused"]) for e in result.errors] == [(508, "loop")]
+    assert "ring_a -> ring_b -> ring_c -> ring_a" in result.errors[0].message
+    stream = wire(served, "ring")
+    assert [e["content"] for e in stream.events if e["event_name"] == "RAN"] == ["ring_a", "ring_b", "ring_c"]
+    assert [e["content"]["error_code"] for e in stream.events if e["event_name"] == "error"] == [508]
 
 
 async def test_calls_nested_past_the_depth_limit_are_refused(served):
