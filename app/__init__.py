@@ -48,7 +48,7 @@ from app.orchestration.context import (
     build_context,
 )
 from app.orchestration.forwarding import Forwarder
-from app.orchestration.host import Handoff, HandoffLimits, HostAgent, Specialist
+from app.orchestration.host import Handoff, HandoffLimits, HostAgent, Specialist, handoff_callbacks
 from app.orchestration.router import RouterAgent
 from app.orchestration.rules import Route, Router, Rule, request_metadata
 from app.protocol.conventions import (
@@ -239,6 +239,7 @@ __all__ = [
     "calls_of_request",
     "chain",
     "check_call",
+    "handoff_callbacks",
     "current_context",
     "fallback",
     "publish_slush",

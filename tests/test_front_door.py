@@ -134,6 +134,7 @@ EXPORTED = sorted(
         "calls_of_request",
         "chain",
         "check_call",
+        "handoff_callbacks",
         "current_context",
         "fallback",
         "publish_slush",

@@ -7,8 +7,10 @@ rewritten `task`. What we fix of the usual host pattern:
 - a call naming no specialist goes to the fallback; without one, the host answers itself,
   or, when the model named specialists we have too, an error event says which name was
   unknown: never a crash, never silence;
-- `HANDOFF` goes out, then the `on_handoff` callbacks run, awaited, in order, then the
-  specialist runs, its events streaming through under its own source;
+- `HANDOFF` goes out, then the `on_handoff` callbacks (the host's, then the run's own:
+  `handoff_callbacks()`) run, awaited, in order, each given the target and the model's raw
+  argument as Eino's OnHandOff is, then the specialist runs, its events streaming through
+  under its own source;
 - several hand-offs in one turn run concurrently, and reach the client one after
   another in a fixed order (the first streams live, the next wait their turn);
 - every tool call of the host model gets its tool message (what became of it);
@@ -19,9 +21,11 @@ rewritten `task`. What we fix of the usual host pattern:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from app.llm.messages import ChatMessage, ToolCallRequest, ToolSpec, assistant, chat_history, system, tool_result, user
@@ -66,15 +70,37 @@ class Specialist:
 
 @dataclass(frozen=True)
 class Handoff:
-    """One hand-off, as the `on_handoff` callbacks see it."""
+    """One hand-off, as the `on_handoff` callbacks see it: as Eino's OnHandOff, the target's
+    name and the model's raw argument (its JSON, as it came), and parsed from it the reason
+    and the rewritten task."""
 
     to_agent: str
     reason: str
     task: str | None
     call_id: str
+    argument: str = "{}"
 
 
 HandoffCallback = Callable[[Handoff], Awaitable[None]]
+
+_run_callbacks: contextvars.ContextVar[tuple[HandoffCallback, ...]] = contextvars.ContextVar(
+    "handoff_callbacks", default=()
+)
+
+
+@contextmanager
+def handoff_callbacks(*callbacks: HandoffCallback) -> Iterator[None]:
+    """`on_handoff` callbacks for the runs started inside, after the host's own:
+
+        with handoff_callbacks(record):
+            result = await Agent(host).run("...")
+
+    For runs in this process (a callback is code: it does not travel to a remote host)."""
+    token = _run_callbacks.set(_run_callbacks.get() + callbacks)
+    try:
+        yield
+    finally:
+        _run_callbacks.reset(token)
 
 
 @dataclass(frozen=True)
@@ -262,7 +288,7 @@ class HostAgent(AbstractAgent):
         for handoff in handoffs:
             argument = {"reason": handoff.reason, "task": handoff.task}
             await handler.emit_json(names.HANDOFF, HandoffPayload(to_agent=handoff.to_agent, argument=argument))
-            for callback in self.on_handoff:
+            for callback in (*self.on_handoff, *_run_callbacks.get()):
                 try:
                     await callback(handoff)
                 except Exception:  # an observer's failure must not cost the user the answer
@@ -333,7 +359,9 @@ class HostAgent(AbstractAgent):
 def _handoff(call: ToolCallRequest, specialist: Specialist) -> Handoff:
     arguments = arguments_object(call.arguments)
     task = arguments.get("task")
-    return Handoff(specialist.name, str(arguments.get("reason") or ""), str(task) if task else None, call.id)
+    return Handoff(
+        specialist.name, str(arguments.get("reason") or ""), str(task) if task else None, call.id, call.arguments
+    )
 
 
 def _tool_name(name: str) -> str:

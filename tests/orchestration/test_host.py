@@ -9,7 +9,17 @@ from typing import Any
 
 import pytest
 
-from app import Agent, CallPolicy, HandoffLimits, HostAgent, ScriptedCall, ScriptedModel, ScriptedReply, Specialist
+from app import (
+    Agent,
+    CallPolicy,
+    HandoffLimits,
+    HostAgent,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptedReply,
+    Specialist,
+    handoff_callbacks,
+)
 from app.runtime.errors import ModelProviderError
 from tests.orchestration import host_agents
 from tests.orchestration.host_agents import Speaker, make_host
@@ -183,6 +193,26 @@ async def test_a_loop_back_to_the_host_is_refused_with_a_clear_error(served):
     assert "host -> calls_back -> host" in result.errors[0].message
     stream = wire(served, "loop_host")
     assert any(e["event_name"] == "error" and e["content"]["error_code"] == 508 for e in stream.events)
+
+
+async def test_handoff_callbacks_get_the_raw_argument_and_can_be_given_per_run():
+    seen: list[tuple[str, str, str, str | None]] = []
+
+    async def at_construction(handoff):
+        seen.append(("host", handoff.to_agent, handoff.argument, handoff.reason))
+
+    async def this_run(handoff):
+        seen.append(("run", handoff.to_agent, handoff.argument, handoff.task))
+
+    host = make_host("alpha", on_handoff=[at_construction])
+    with handoff_callbacks(this_run):
+        await Agent(host).run("one")
+    await Agent(host).run("two")  # outside: the host's own callbacks only
+    assert seen == [
+        ("host", "alpha", '{"reason": "alpha fits"}', "alpha fits"),
+        ("run", "alpha", '{"reason": "alpha fits"}', None),
+        ("host", "alpha", '{"reason": "alpha fits"}', "alpha fits"),
+    ]
 
 
 async def test_a_loop_back_to_the_served_agent_counts_it_as_the_first_link(served):
