@@ -28,11 +28,13 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from app.facade.agent import Agent
+from app.llm.agent import LLMAgent
 from app.llm.messages import ChatMessage, ToolCallRequest, ToolSpec, assistant, chat_history, system, tool_result, user
 from app.llm.model import ChatModel, ModelSettings
 from app.llm.reply import ONE_REQUEST, Reply, ReplyStreams, finish_run, stream_reply
 from app.llm.tools import arguments_object
-from app.orchestration.calls import CallPolicy, CallResult, call_agent, calls_of_request
+from app.orchestration.calls import CallPolicy, CallResult, agent_name, call_agent, calls_of_request
 from app.orchestration.forwarding import Forwarder
 from app.protocol import conventions as names
 from app.protocol.conventions import HandoffPayload, TokenUsage
@@ -58,14 +60,27 @@ _MAX_TOOL_NAME = 64
 
 @dataclass(frozen=True)
 class Specialist:
-    """An agent the host can hand off to, and what it is for (the model reads `intended_use`)."""
+    """An agent the host can hand off to, and what it is for (the model reads `intended_use`).
 
-    agent: AbstractAgent
+    `agent` is any agent of this process, a remote one (`Agent("http://.../assist")`: another
+    instance of this service, or anything that speaks /assist; its events stream through
+    live, under their own source), or a chat model (it answers as an LLMAgent of its name).
+    `name` is what the host's model calls it: by default the agent's own."""
+
+    agent: AbstractAgent | Agent
     intended_use: str
+    name: str = ""
 
-    @property
-    def name(self) -> str:
-        return self.agent.name
+    def __init__(self, agent: AbstractAgent | Agent | ChatModel, intended_use: str, *, name: str = "") -> None:
+        if not isinstance(agent, (AbstractAgent, Agent)):
+            if not callable(getattr(agent, "stream", None)) or not isinstance(getattr(agent, "name", None), str):
+                raise TypeError(
+                    f"a Specialist is an agent, an Agent(url) or a chat model, got {type(agent).__name__}"
+                )
+            agent = LLMAgent(model=agent, name=name or agent.name)
+        object.__setattr__(self, "agent", agent)
+        object.__setattr__(self, "intended_use", intended_use)
+        object.__setattr__(self, "name", name or agent_name(agent))
 
 
 @dataclass(frozen=True)

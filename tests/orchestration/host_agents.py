@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Sequence
 
 from app import (
     AbstractAgent,
+    Agent,
     CallPolicy,
     FunctionModel,
     HandoffLimits,
@@ -208,3 +210,17 @@ class _FreshPerRequest(AbstractAgent):
 
     async def assist(self, session, query, response_handler):
         await self._build().assist(session, query, response_handler)
+
+
+# Across machines: a specialist served by one uvicorn, a host served by another.
+
+
+def far_speaker() -> Speaker:
+    return Speaker("far_alpha", ["from ", "far ", "away"])
+
+
+def host_of_far_speaker() -> HostAgent:
+    """A host whose one specialist is the far speaker at SPECIALIST_URL (another server)."""
+    url = os.environ["SPECIALIST_URL"]
+    far = Specialist(Agent(url, processor_id="far_alpha"), "speaks from another machine")
+    return HostAgent(model=handing_off("far_alpha"), specialists=[far])

@@ -12,6 +12,7 @@ import pytest
 from app import (
     Agent,
     CallPolicy,
+    FunctionModel,
     HandoffLimits,
     HostAgent,
     ScriptedCall,
@@ -22,7 +23,7 @@ from app import (
 )
 from app.runtime.errors import ModelProviderError
 from tests.orchestration import host_agents
-from tests.orchestration.host_agents import Speaker, make_host
+from tests.orchestration.host_agents import Speaker, handing_off, make_host
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
 from tests.support.server import running_server
 from tests.support.sse import new_body, read_stream
@@ -333,3 +334,35 @@ def test_specialists_whose_names_would_share_a_tool_name_are_refused(first, seco
     assert repr(first) in str(refused.value) and repr(second) in str(refused.value)
     apart = [Specialist(Speaker("web-search", ["1"]), "one"), Specialist(Speaker("web_search", ["2"]), "two")]
     assert set(make_host(specialists=apart).specialists) == {"web-search", "web_search"}, "'-' is kept: no clash"
+
+
+@pytest.fixture(scope="module")
+def far_speaker_url():
+    with running_server({"ASSIST_AGENT": "tests.orchestration.host_agents:far_speaker"}) as server:
+        yield server.url + "/assist"
+
+
+async def test_a_specialist_can_be_a_remote_agent_or_a_chat_model(far_speaker_url):
+    remote = Specialist(Agent(far_speaker_url, processor_id="far_alpha"), "speaks from another machine")
+    modeler = Specialist(FunctionModel(lambda messages, tools: ScriptedReply(text="from a model")), "a model")
+    assert (remote.name, modeler.name) == ("far_alpha", "function")
+    host = HostAgent(model=handing_off("far_alpha", "function"), specialists=[remote, modeler])
+    result = await Agent(host).run("both")
+    events = result.messages[-1].events
+    assert [e["content"]["to_agent"] for e in events if e["event_name"] == "HANDOFF"] == ["far_alpha", "function"]
+    assert text_by_source(list(events)) == {
+        "host": "Let me hand this over.\n\nfar_alpha: \n\nfunction: ",
+        "far_alpha": "from far away",  # forwarded live from the other server, under its own source
+        "function": "from a model",
+    }
+    with pytest.raises(TypeError, match="agent, an Agent"):
+        Specialist("not an agent", "nothing")  # type: ignore[arg-type]
+
+
+def test_a_host_served_here_hands_off_to_a_specialist_served_by_a_second_uvicorn(far_speaker_url):
+    env = {"ASSIST_AGENT": "tests.orchestration.host_agents:host_of_far_speaker", "SPECIALIST_URL": far_speaker_url}
+    with running_server(env) as host_server:
+        stream = read_stream(host_server.url, new_body("over there"))
+    assert_well_ended(stream)
+    assert text_by_source(stream.events)["far_alpha"] == "from far away"
+    assert [e["content"]["to_agent"] for e in stream.events if e["event_name"] == "HANDOFF"] == ["far_alpha"]
