@@ -17,6 +17,7 @@ from app.llm.model import ChatModel, ModelSettings
 from app.llm.openai_model import OpenAIChatModel
 from app.llm.scripted import FunctionModel, ScriptedCall, ScriptedModel, ScriptedReply
 from app.llm.tools import Tool, ToolOutcome, tool
+from app.orchestration.basic_agent import BasicAgent, agent_tool
 from app.orchestration.broadcast import (
     FallbackResult,
     Outcome,
@@ -211,6 +212,7 @@ __all__ = [
     "UsageLimits",
     "tool",
     # Agents working together
+    "BasicAgent",
     "BehaviouralSignals",
     "CallContext",
     "CallPolicy",
@@ -233,6 +235,7 @@ __all__ = [
     "Specialist",
     "StopOnFailure",
     "TemporalSignals",
+    "agent_tool",
     "broadcast_all",
     "build_context",
     "call_agent",

@@ -106,6 +106,7 @@ EXPORTED = sorted(
         "UsageLimits",
         "tool",
         # orchestration
+        "BasicAgent",
         "BehaviouralSignals",
         "CallContext",
         "CallPolicy",
@@ -128,6 +129,7 @@ EXPORTED = sorted(
         "Specialist",
         "StopOnFailure",
         "TemporalSignals",
+        "agent_tool",
         "broadcast_all",
         "build_context",
         "call_agent",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -154,7 +154,7 @@ async def call_agent(
     *,
     history: Iterable[Message] = (),
     forward: Forwarder | None = None,
-    upstream_slush: DataSlush | None = None,
+    upstream_slush: DataSlush | Mapping[str, Any] | None = None,
     caller: str | None = None,
     policy: CallPolicy | None = None,
 ) -> CallResult:
@@ -170,8 +170,9 @@ async def call_agent(
     calls.seen.add(key)
     messages = tuple(history)
     child = _Frame(chain=(*chain, name), depth=depth + 1, calls=calls)
+    upstream = DataSlush.of(upstream_slush) if upstream_slush is not None else None  # a plain dict works too
     child.context = build_context(
-        prompt, messages, time_zone=calls.policy.time_zone, upstream_slush=upstream_slush, call_chain=child.chain
+        prompt, messages, time_zone=calls.policy.time_zone, upstream_slush=upstream, call_chain=child.chain
     )
     token = _current.set(child)
     try:

@@ -6,7 +6,7 @@ Built per call from the prompt and the session's history; never stored on an age
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -90,6 +90,20 @@ class DataSlush(_Signals):
     source_agent: str
     signals: dict[str, Any] = Field(default_factory=dict)
     confidence: float = Field(0.5, ge=0, le=1)
+
+    @classmethod
+    def of(cls, value: DataSlush | Mapping[str, Any]) -> DataSlush:
+        """A DataSlush, or openrappter's plain `data_slush` dict (`source_agent`, `signals`,
+        `confidence`, or just the signals themselves)."""
+        if isinstance(value, DataSlush):
+            return value
+        signals = value.get("signals")
+        confidence = value.get("confidence")
+        return cls(
+            source_agent=str(value.get("source_agent") or "upstream"),
+            signals=dict(signals) if isinstance(signals, Mapping) else {k: v for k, v in value.items()},
+            confidence=confidence if isinstance(confidence, (int, float)) and 0 <= confidence <= 1 else 0.5,
+        )
 
 
 class CallContext(_Signals):

@@ -74,9 +74,7 @@ class Specialist:
     def __init__(self, agent: AbstractAgent | Agent | ChatModel, intended_use: str, *, name: str = "") -> None:
         if not isinstance(agent, (AbstractAgent, Agent)):
             if not callable(getattr(agent, "stream", None)) or not isinstance(getattr(agent, "name", None), str):
-                raise TypeError(
-                    f"a Specialist is an agent, an Agent(url) or a chat model, got {type(agent).__name__}"
-                )
+                raise TypeError(f"a Specialist is an agent, an Agent(url) or a chat model, got {type(agent).__name__}")
             agent = LLMAgent(model=agent, name=name or agent.name)
         object.__setattr__(self, "agent", agent)
         object.__setattr__(self, "intended_use", intended_use)
