@@ -36,9 +36,8 @@ from datetime import datetime
 from typing import Any
 
 from app.llm.tools import Tool, ToolOutcome
-from app.orchestration.calls import current_context, publish_slush
+from app.orchestration.calls import current_context, in_a_call, publish_slush
 from app.orchestration.context import CallContext, DataSlush, build_context
-from app.protocol.history import messages_from
 from app.protocol.request import Query
 from app.runtime.agent import AbstractAgent
 from app.runtime.response_handler import ResponseHandler
@@ -48,8 +47,6 @@ RESULT_EVENT = "RESULT"
 _ANSWER_KEYS = ("response", "message", "result")
 
 _context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("basic_agent_context", default=None)
-# What an agent served at /assist is told: its conversation's context (slosh() reads it).
-_context_hint: contextvars.ContextVar[CallContext | None] = contextvars.ContextVar("basic_agent_hint", default=None)
 
 
 class BasicAgent(AbstractAgent):
@@ -119,7 +116,7 @@ class BasicAgent(AbstractAgent):
     def slosh(self, query: str = "") -> dict[str, Any]:
         """The context for `query`: the orchestrated call's own when there is one (its history
         and upstream slush), else built from the query alone. Cheap and bounded (no model)."""
-        called = current_context() or _context_hint.get()
+        called = current_context()  # the call's, or the served request's
         return openrappter_context(called or build_context(query))
 
     def slush_out(
@@ -145,11 +142,7 @@ class BasicAgent(AbstractAgent):
     # --- as an agent of this service ---------------------------------------------------
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
-        kwargs = _kwargs_of(query.prompt)
-        if current_context() is None:  # served at /assist: the context knows the conversation
-            context = build_context(query.prompt, messages_from(session.get_interactions(), keep_events=False))
-            _context_hint.set(context)
-        result = await self.run_execute(**kwargs)
+        result = await self.run_execute(**_kwargs_of(query.prompt))
         await self._answer(result, response_handler)
 
     async def run_execute(self, **kwargs: Any) -> Any:
@@ -161,7 +154,7 @@ class BasicAgent(AbstractAgent):
     async def _answer(self, result: Any, handler: ResponseHandler) -> None:
         parsed = _parsed(result)
         slush = self._last_data_slush
-        if slush is not None and current_context() is not None:
+        if slush is not None and in_a_call():  # what it leaves goes on to the next agent
             signals = slush.get("signals", slush) if isinstance(slush, dict) else {"value": slush}
             publish_slush(signals if isinstance(signals, dict) else {"value": signals})
         if isinstance(parsed, dict):
@@ -219,15 +212,18 @@ class _AgentTool(Tool):
 
 
 def openrappter_context(context: CallContext) -> dict[str, Any]:
-    """A CallContext as openrappter's agents read it (`temporal`, `query_signals`,
-    `memory_echoes`, `behavioral`, `orientation`, and `upstream_slush` in the shape of a
-    `data_slush`: `source_agent`, `signals`, `confidence`)."""
+    """A CallContext as openrappter's agents read it (`temporal`, `query` and its older name
+    `query_signals`, `memory`, `memory_echoes`, `behavioral`, `orientation`, and
+    `upstream_slush` in the shape of a `data_slush`: `source_agent`, `signals`, `confidence`)."""
     temporal = context.temporal
     upstream = context.upstream_slush
+    query = context.query.model_dump()
     return {
         "timestamp": temporal.iso,
         "temporal": temporal.model_dump(),
-        "query_signals": context.query.model_dump(),
+        "query": query,
+        "query_signals": query,
+        "memory": context.memory.model_dump(),
         "memory_echoes": [echo.model_dump() for echo in context.memory_echoes],
         "behavioral": context.behavioural.model_dump(),
         "orientation": context.orientation.model_dump(),

@@ -25,10 +25,10 @@ from app.facade.agent import Agent
 from app.facade.result import AgentResult
 from app.orchestration.context import CallContext, DataSlush, build_context
 from app.orchestration.forwarding import Forwarder
-from app.protocol.history import Message
+from app.protocol.history import Message, messages_from
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import CallRefused
-from app.runtime.request_context import current_agent
+from app.runtime.request_context import current_agent, current_question
 
 DEFAULT_MAX_DEPTH = 5
 
@@ -63,6 +63,7 @@ class _Frame:
 
 
 _current: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar("assist_call_frame", default=None)
+_served: contextvars.ContextVar[CallContext | None] = contextvars.ContextVar("assist_served_context", default=None)
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,27 @@ def agent_name(agent: AbstractAgent | Agent) -> str:
 
 
 def current_context() -> CallContext | None:
-    """The context of the call running now (None outside an orchestrated call)."""
+    """The context of the call running now: an orchestrated call's, or, for the agent that
+    serves the request, one built (once, when first read) from its prompt and history.
+    None outside any run."""
     frame = _current.get()
-    return frame.context if frame is not None else None
+    if frame is not None:
+        return frame.context
+    served = _served.get()
+    if served is None:
+        question = current_question()
+        if question is None:
+            return None
+        prompt, session = question
+        served = build_context(prompt, messages_from(session.get_interactions(), keep_events=False))
+        _served.set(served)
+    return served
+
+
+def in_a_call() -> bool:
+    """Whether the code runs inside an agent run by call_agent() (where publish_slush() works)."""
+    frame = _current.get()
+    return frame is not None and frame.depth > 0
 
 
 def publish_slush(signals: dict[str, Any], confidence: float = 0.5) -> DataSlush:

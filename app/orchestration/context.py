@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from app.protocol.history import Message
 
 MEMORY_ECHOES = 3
+RECENT_MEMORIES = 3
 KEYWORDS = 5
+ENTITIES = 10
 MAX_SIGNAL_CHARS = 10_000  # of each prompt and turn read for signals: bounded work on any input
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
 _STOPWORDS = frozenset(
@@ -44,6 +46,18 @@ _QUESTION_STARTS = (
 )
 
 
+_QUESTION_SET = frozenset(_QUESTION_STARTS)
+_GREETINGS = frozenset("hi hello hey greetings morning evening thanks thank".split())
+_REQUEST_STARTS = frozenset(
+    "add book buy calculate call check compare create find get give list make move open order plan put "
+    "remind run schedule search send set show start stop summarize tell translate turn write".split()
+)
+_POSITIVE = frozenset("good great love like thanks thank excellent awesome nice happy glad perfect wonderful".split())
+_NEGATIVE = frozenset("bad hate terrible awful wrong broken angry sad problem fail failed error worst annoying".split())
+# Capitalised words, numbers, @handles and #tags: what a prompt names, cheaply.
+_ENTITY = re.compile(r"[@#]\w+|\b[A-Z][\w'-]*(?:\s+[A-Z][\w'-]*)*|\b\d[\d.,:/-]*\b")
+
+
 class _Signals(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -52,6 +66,7 @@ class TemporalSignals(_Signals):
     time_zone: str
     iso: str
     hour: int
+    minute: int
     time_of_day: str  # night, morning, afternoon, evening
     day_of_week: str
     is_weekend: bool
@@ -61,11 +76,20 @@ class QuerySignals(_Signals):
     word_count: int
     is_question: bool
     keywords: tuple[str, ...]
+    intent: str  # question, request (an imperative), greeting, statement
+    entities: tuple[str, ...]  # capitalised words past the first, numbers, @handles, #tags: at most 10
+    sentiment: str  # positive, negative, neutral: a small word list, not a model
+    complexity: str  # low, medium, high: by length and clauses
 
 
 class BehaviouralSignals(_Signals):
     interaction_count: int  # earlier turns in this session
     session_length: int  # words in those turns, prompts and answers
+    patterns: tuple[str, ...]  # asks_questions, brief, detailed, returning: what the earlier turns show
+
+
+class MemorySignals(_Signals):
+    recent_memories: tuple[str, ...]  # the last earlier prompts, newest first: at most 3
 
 
 class MemoryEcho(_Signals):
@@ -112,15 +136,23 @@ class CallContext(_Signals):
     temporal: TemporalSignals
     query: QuerySignals
     behavioural: BehaviouralSignals
+    memory: MemorySignals
     memory_echoes: tuple[MemoryEcho, ...]
     orientation: Orientation
     upstream_slush: DataSlush | None = None
     call_chain: tuple[str, ...] = ()
 
     def get_signal(self, path: str, default: Any = None) -> Any:
-        """A signal by dot path: `temporal.time_of_day`, `query.keywords`, `upstream_slush.signals.city`."""
+        """A signal by dot path: `temporal.time_of_day`, `query.intent`, `memory.recent_memories`,
+        `upstream_slush.city` (or `upstream_slush.signals.city`). `behavioral.` (openrappter's
+        spelling) reads `behavioural.`."""
+        parts = path.split(".")
+        if parts[0] == "behavioral":
+            parts[0] = "behavioural"
+        if parts[0] == "upstream_slush" and len(parts) > 1 and parts[1] not in DataSlush.model_fields:
+            parts.insert(1, "signals")  # upstream_slush.<key>: one of its signals
         value: Any = self
-        for part in path.split("."):
+        for part in parts:
             if isinstance(value, BaseModel):
                 value = getattr(value, part, None)
             elif isinstance(value, dict):
@@ -157,7 +189,9 @@ def build_context(
         behavioural=BehaviouralSignals(
             interaction_count=len(turns),
             session_length=sum(len(words(p)) + len(words(a)) for p, a in turns),
+            patterns=_patterns(turns),
         ),
+        memory=MemorySignals(recent_memories=tuple(p for p, _ in reversed(turns[-RECENT_MEMORIES:]))),
         memory_echoes=echoes,
         orientation=_orientation(query, echoes, upstream_slush),
         upstream_slush=upstream_slush,
@@ -188,10 +222,12 @@ def _temporal(now: datetime, time_zone: str) -> TemporalSignals:
         if hour < 22
         else "night"
     )
+    local = now.astimezone(ZoneInfo(time_zone))
     return TemporalSignals(
         time_zone=time_zone,
         iso=now.isoformat(timespec="seconds"),
         hour=hour,
+        minute=local.minute,
         time_of_day=part,
         day_of_week=now.strftime("%A"),
         is_weekend=now.weekday() >= 5,
@@ -208,7 +244,63 @@ def _query(prompt: str) -> QuerySignals:
     keywords = tuple(sorted(counts, key=counts.__getitem__, reverse=True)[:KEYWORDS])
     stripped = prompt.strip()
     is_question = stripped.endswith("?") or (bool(all_words) and all_words[0] in _QUESTION_STARTS)
-    return QuerySignals(word_count=len(all_words), is_question=is_question, keywords=keywords)
+    return QuerySignals(
+        word_count=len(all_words),
+        is_question=is_question,
+        keywords=keywords,
+        intent=_intent(all_words, is_question),
+        entities=_entities(prompt),
+        sentiment=_sentiment(all_words),
+        complexity=_complexity(len(all_words), prompt),
+    )
+
+
+def _intent(all_words: list[str], is_question: bool) -> str:
+    if is_question:
+        return "question"
+    if all_words and all_words[0] in _GREETINGS:
+        return "greeting"
+    if all_words and (all_words[0] in _REQUEST_STARTS or all_words[:1] == ["please"]):
+        return "request"
+    return "statement"
+
+
+def _entities(prompt: str) -> tuple[str, ...]:
+    found: list[str] = []
+    for index, match in enumerate(_ENTITY.finditer(prompt)):
+        token = match.group()
+        if index == 0 and token[:1].isupper() and not token.isupper() and token.lower() in _STOPWORDS | _QUESTION_SET:
+            continue  # the sentence's first word, capitalised as any first word is
+        if token not in found:
+            found.append(token)
+        if len(found) == ENTITIES:
+            break
+    return tuple(found)
+
+
+def _sentiment(all_words: list[str]) -> str:
+    score = sum((w in _POSITIVE) - (w in _NEGATIVE) for w in all_words)
+    return "positive" if score > 0 else "negative" if score < 0 else "neutral"
+
+
+def _complexity(word_count: int, prompt: str) -> str:
+    clauses = prompt.count(",") + prompt.count(";") + prompt.count(" and ") + prompt.count("?")
+    if word_count > 40 or clauses > 4:
+        return "high"
+    return "medium" if word_count > 12 or clauses > 1 else "low"
+
+
+def _patterns(turns: list[tuple[str, str]]) -> tuple[str, ...]:
+    if not turns:
+        return ()
+    prompts = [p for p, _ in turns]
+    lengths = [len(words(p)) for p in prompts]
+    found = ["returning"]
+    if sum(p.strip().endswith("?") for p in prompts) * 2 >= len(prompts):
+        found.append("asks_questions")
+    average = sum(lengths) / len(lengths)
+    found.append("brief" if average < 8 else "detailed" if average > 30 else "moderate")
+    return tuple(found)
 
 
 def _echoes(keywords: tuple[str, ...], prompt: str, turns: list[tuple[str, str]]) -> tuple[MemoryEcho, ...]:

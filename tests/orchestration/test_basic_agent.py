@@ -125,3 +125,45 @@ def test_an_agent_without_perform_says_so():
 
     with pytest.raises(NotImplementedError, match="perform"):
         Empty(name="empty").execute(query="x")
+
+
+SIGNALS = [
+    "temporal.time_of_day",
+    "temporal.hour",
+    "temporal.minute",
+    "temporal.day_of_week",
+    "temporal.is_weekend",
+    "query.intent",
+    "query.entities",
+    "query.sentiment",
+    "query.complexity",
+    "memory.recent_memories",
+    "behavioral.interaction_count",
+    "behavioral.patterns",
+    "orientation.confidence",
+    "orientation.approach",
+    "orientation.hints",
+]
+
+
+class SignalReader(BasicAgent):
+    """Answers with every signal openrappter users read, as get_signal() gives them."""
+
+    def __init__(self):
+        super().__init__(name="signals", metadata={"name": "signals", "description": "reads signals"})
+
+    def perform(self, **kwargs):
+        return {"response": "read", "signals": {key: self.get_signal(key) for key in SIGNALS}}
+
+
+async def test_every_agent_has_a_context_with_openrappters_signal_names_the_served_one_included():
+    history = [{"role": "user", "content": "What is good in Oslo?"}, {"role": "assistant", "content": "Fish."}]
+    result = await Agent(SignalReader()).run("Please book Noma in Copenhagen for 4, thanks!", history=history)
+    (document,) = [e["content"] for e in result.messages[-1].events if e["event_name"] == "RESULT"]
+    signals = document["signals"]
+    assert all(signals[key] is not None for key in SIGNALS), signals
+    assert (signals["query.intent"], signals["query.sentiment"]) == ("request", "positive")
+    assert signals["query.entities"] == ["Noma", "Copenhagen", "4"]
+    assert signals["memory.recent_memories"] == ["What is good in Oslo?"]  # the served agent sees its history
+    assert signals["behavioral.interaction_count"] == 1 and "asks_questions" in signals["behavioral.patterns"]
+    assert 0 <= signals["temporal.minute"] < 60
