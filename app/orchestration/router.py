@@ -65,7 +65,15 @@ class RouterAgent(AbstractAgent):
         context = called or build_context(query.prompt, history, time_zone=self._time_zone, call_chain=(self.name,))
         extra = self._metadata(session, query) if self._metadata is not None else None
         metadata = request_metadata(context, extra)
-        route = self.router.match(query.prompt, processor_id=session.processor_id, metadata=metadata)
+        sender, channel, groups = _who_and_where(session, extra or {})
+        route = self.router.match(
+            query.prompt,
+            processor_id=session.processor_id,
+            metadata=metadata,
+            sender=sender,
+            channel=channel,
+            groups=groups,
+        )
         if route is None:
             await self._stage(response_handler, None, "unrouted", None)
             message = f"no rule of {self.name!r} matched the request and it has no default agent"
@@ -94,3 +102,22 @@ class RouterAgent(AbstractAgent):
     async def _stage(self, handler: ResponseHandler, capability: str | None, outcome: str, reason: str | None) -> None:
         stage = StagePayload(stage="route", phase="end", capability=capability, outcome=outcome, reason=reason)
         await handler.emit_json(names.STAGE, stage)
+
+
+CHANNEL = "assist"  # the channel of a request that came to /assist
+
+
+def _who_and_where(session: Session, given: Mapping[str, Any]) -> tuple[str | None, str, tuple[str, ...]]:
+    """A request's sender, channel and groups, for the rules: the metadata hook's, else the
+    sender and the recipients of the chat's last recorded request (as Sentient Chat keeps
+    them), and the channel "assist"."""
+    interactions = session.get_interactions()
+    last = interactions[-1].request if interactions else None
+    sender = given.get("sender", last.sender if last is not None else None)
+    channel = given.get("channel", CHANNEL)
+    groups = given.get("groups", sorted(last.recipients or ()) if last is not None else ())
+    return (
+        str(sender) if sender is not None else None,
+        str(channel),
+        tuple(str(g) for g in groups) if isinstance(groups, (list, tuple, set, frozenset)) else (),
+    )

@@ -1,15 +1,21 @@
 """Rules that pick an agent for a request: Rule, Route, Router, and a request's metadata.
 
     router = Router(default=GeneralAgent())
-    router.add(name="weather", agent=WeatherAgent(), prompt_pattern=r"(?i)\\bweather\\b", priority=10)
+    router.add(name="weather", agent=WeatherAgent(), prompt_pattern=r"(?i)\\bweather\\b", priority=1)
     router.add(name="night", agent=NightAgent(), metadata={"temporal.time_of_day": "night"})
     route = router.route("What is the weather?", metadata=request_metadata(context))
 
-- Rules are tried by priority, higher first; rules of equal priority keep the order they
-  were added in. The first rule whose conditions all hold wins; else the default agent.
-- A rule's conditions are combined with AND: a prompt regex, the session's processor_id,
-  metadata fields. A rule has at least one; what no rule matches goes to the default agent
-  (`Router(default=...)`).
+- Rules are tried by priority, lower numbers first, as openrappter's AgentRouter does;
+  rules of equal priority keep the order they were added in. The first rule whose
+  conditions all hold wins; else the default agent.
+- A rule's conditions are combined with AND: a prompt regex (on the content), the
+  request's sender, its channel, a group it belongs to, the session's processor_id,
+  metadata fields. A rule has at least one; what no rule matches goes to the default
+  agent (`Router(default=...)`).
+- Sender, channel and groups: what `route()` is given. RouterAgent takes them from the
+  Sentient request: the sender and the recipients (as groups) of the chat's last
+  interaction's request, as Sentient Chat records them, and the channel "assist"; its
+  `metadata` hook can give `sender`, `channel` and `groups` of its own (a gateway's).
 - A regex is compiled once, when its rule is added (an invalid one is rejected there), and
   searched in the first `max_prompt_chars` characters of the prompt with a time limit
   (the `regex` package can interrupt a search; `re` cannot): a search that runs out of
@@ -26,7 +32,7 @@ RouterAgent (router.py) serves a Router at /assist.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -51,6 +57,8 @@ class Rule:
     """When to send a request to `agent`. Every condition given must hold (AND).
 
     - `prompt_pattern`: a regex searched in the prompt (`(?i)` at its start ignores case);
+    - `sender`, `channel`: equal to the request's;
+    - `group`: one of the request's groups;
     - `processor_id`: equal to the session's processor_id;
     - `metadata`: each key present in the request's metadata with an equal value; keys are
       dot paths (`"query.is_question": True`, `"temporal.time_of_day": "night"`).
@@ -62,6 +70,9 @@ class Rule:
     agent: AbstractAgent | Agent
     priority: int = 0
     prompt_pattern: str | None = None
+    sender: str | None = None
+    channel: str | None = None
+    group: str | None = None
     processor_id: str | None = None
     metadata: Mapping[str, Any] | None = None
 
@@ -83,13 +94,16 @@ class Rule:
             object.__setattr__(self, "metadata", MappingProxyType(dict(self.metadata)))
         if not self.has_conditions:
             raise ValueError(
-                f"rule {self.name!r} has no condition: give prompt_pattern, processor_id or metadata; "
+                f"rule {self.name!r} has no condition: give prompt_pattern, sender, channel, group, "
+                "processor_id or metadata; "
                 "for every request, give the agent as Router(default=...)"
             )
 
     @property
     def has_conditions(self) -> bool:
-        return self.prompt_pattern is not None or self.processor_id is not None or bool(self.metadata)
+        return any(
+            v is not None for v in (self.prompt_pattern, self.sender, self.channel, self.group, self.processor_id)
+        ) or bool(self.metadata)
 
     @property
     def agent_name(self) -> str:
@@ -113,6 +127,16 @@ class Route:
 
 
 @dataclass(frozen=True)
+class _Request:
+    """Who a request is from and where: what rules match besides its content."""
+
+    processor_id: str | None
+    sender: str | None
+    channel: str | None
+    groups: frozenset[str]
+
+
+@dataclass(frozen=True)
 class _Entry:
     rule: Rule
     pattern: regex.Pattern[str] | None
@@ -120,7 +144,7 @@ class _Entry:
 
 
 class Router:
-    """Rules in priority order (higher first, ties in the order added); the first match wins."""
+    """Rules in priority order (lower numbers first, ties in the order added); the first match wins."""
 
     def __init__(
         self,
@@ -162,7 +186,7 @@ class Router:
                 raise ValueError(f"rule {rule.name!r}: invalid prompt_pattern {rule.prompt_pattern!r}: {exc}") from None
         self._entries.append(_Entry(rule, pattern, self._added))
         self._added += 1
-        self._entries.sort(key=lambda entry: (-entry.rule.priority, entry.order))
+        self._entries.sort(key=lambda entry: (entry.rule.priority, entry.order))
         return rule
 
     @property
@@ -173,11 +197,10 @@ class Router:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def route(
-        self, prompt: str, *, processor_id: str | None = None, metadata: Mapping[str, Any] | None = None
-    ) -> Route:
-        """The first rule that matches, else the default; LookupError when neither."""
-        route = self.match(prompt, processor_id=processor_id, metadata=metadata)
+    def route(self, prompt: str, **request: Any) -> Route:
+        """The first rule that matches, else the default; NoRouteError when neither.
+        `request`: `processor_id`, `metadata`, `sender`, `channel`, `groups` (see `match`)."""
+        route = self.match(prompt, **request)
         if route is None:
             raise NoRouteError(
                 f"no rule matched the request ({len(self._entries)} rules tried) and the router has no default "
@@ -186,20 +209,34 @@ class Router:
         return route
 
     def match(
-        self, prompt: str, *, processor_id: str | None = None, metadata: Mapping[str, Any] | None = None
+        self,
+        prompt: str,
+        *,
+        processor_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        sender: str | None = None,
+        channel: str | None = None,
+        groups: Iterable[str] = (),
     ) -> Route | None:
         """`route()`, with None where it would raise."""
         flat = flatten(metadata or {})
         text = prompt[: self.max_prompt_chars]
+        request = _Request(processor_id, sender, channel, frozenset(groups))
         for entry in self._entries:
-            if self._matches(entry, text, processor_id, flat):
+            if self._matches(entry, text, request, flat):
                 return Route(entry.rule.agent, entry.rule)
         return Route(self.default) if self.default is not None else None
 
-    def _matches(self, entry: _Entry, text: str, processor_id: str | None, flat: Mapping[str, Any]) -> bool:
+    def _matches(self, entry: _Entry, text: str, request: _Request, flat: Mapping[str, Any]) -> bool:
         rule = entry.rule
         # The cheap conditions first: the regex search runs only if they all hold.
-        if rule.processor_id is not None and rule.processor_id != processor_id:
+        if rule.processor_id is not None and rule.processor_id != request.processor_id:
+            return False
+        if rule.sender is not None and rule.sender != request.sender:
+            return False
+        if rule.channel is not None and rule.channel != request.channel:
+            return False
+        if rule.group is not None and rule.group not in request.groups:
             return False
         if rule.metadata:
             for key, wanted in rule.metadata.items():

@@ -226,8 +226,8 @@ def make_router() -> RouterAgent:
     router.add(name="race", agent=make_race(), prompt_pattern=r"^race\b", priority=5)
     router.add(name="fallback", agent=make_fallback(), prompt_pattern=r"^fallback\b", priority=5)
     router.add(name="chain", agent=make_chain(), prompt_pattern=r"^chain\b", priority=5)
-    router.add(name="vip", agent=EchoAgent("concierge"), processor_id="vip-processor", priority=10)
-    router.add(name="questions", agent=EchoAgent("answerer"), metadata={"query.is_question": True})
+    router.add(name="vip", agent=EchoAgent("concierge"), processor_id="vip-processor", priority=1)
+    router.add(name="questions", agent=EchoAgent("answerer"), metadata={"query.is_question": True}, priority=10)
     router.add(name="blocked", agent=EchoAgent("forbidden"), prompt_pattern=r"^forbidden\b", priority=5)
     router.add(name="strict", agent=make_strict_router(), prompt_pattern=r"^strict\b", priority=5)
     return RouterAgent(router, policy=CallPolicy(block=frozenset({"forbidden"})))
@@ -238,3 +238,11 @@ def make_strict_router() -> RouterAgent:
     router = Router()
     router.add(name="hello", agent=EchoAgent("greeter"), prompt_pattern=r"(?i)\bhello\b")
     return RouterAgent(router, name="strict-router")
+
+
+def who_router() -> RouterAgent:
+    """Routes by who sends and to which group, as Sentient Chat records them in the session."""
+    router = Router(default=EchoAgent("for-anyone"))
+    router.add(name="ana", agent=EchoAgent("for-ana"), sender="ana")
+    router.add(name="admins", agent=EchoAgent("for-admins"), group="admins", channel="assist")
+    return RouterAgent(router)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from ulid import ULID
 
 from app import Agent
 from app.orchestration.broadcast import chain
@@ -149,3 +150,32 @@ def test_router_over_assist_turns_no_route_and_a_refusal_into_error_events(route
     assert refused.names() == ["STAGE", "error", "done"]
     assert refused.events[1]["content"]["details"] == {"refused": "blocked"}
     assert refused.events[1]["content"]["error_code"] == 403
+
+
+def interaction(sender: str | None, recipients: list[str] | None) -> dict:
+    return {
+        "request": {
+            "sender": sender,
+            "recipients": recipients,
+            "event": {
+                "id": str(ULID()),
+                "chat_id": str(ULID()),
+                "content": {"capability": "assist", "request_payload": {"parts": [{"prompt": "earlier"}]}},
+            },
+        },
+        "responses": [],
+    }
+
+
+def test_over_assist_sender_and_groups_come_from_the_sessions_last_request():
+    with running_server({"ASSIST_AGENT": "tests.orchestration.broadcast_agents:who_router"}) as server:
+
+        def routed_to(interactions: list) -> str:
+            stream = read_stream(server.url, new_body("hello", new_session("who", interactions)))
+            (stage,) = [e["content"] for e in stream.events if e["event_name"] == "STAGE"]
+            return stage["capability"]
+
+        assert routed_to([]) == "for-anyone"
+        assert routed_to([interaction("ana", None)]) == "for-ana"
+        assert routed_to([interaction("bo", ["users", "admins"])]) == "for-admins"
+        assert routed_to([interaction("bo", ["users"])]) == "for-anyone"

@@ -23,15 +23,31 @@ def picked(route: Route) -> tuple[str, str]:
     return route.agent_name, route.reason
 
 
-def test_higher_priority_first_and_ties_keep_the_order_they_were_added_in():
+def test_lower_priority_numbers_first_as_openrappter_and_ties_keep_the_order_they_were_added_in():
     router = Router()
-    router.add(name="anything", agent=ONE, prompt_pattern=".")
+    router.add(name="anything", agent=ONE, prompt_pattern=".", priority=9)
     router.add(name="first-five", agent=TWO, prompt_pattern="x", priority=5)
     router.add(Rule(name="second-five", agent=THREE, prompt_pattern="x", priority=5))
-    router.add(name="low", agent=THREE, prompt_pattern="x", priority=-1)
-    assert [rule.name for rule in router.rules] == ["first-five", "second-five", "anything", "low"]
+    router.add(name="urgent", agent=THREE, prompt_pattern="!", priority=-1)
+    assert [rule.name for rule in router.rules] == ["urgent", "first-five", "second-five", "anything"]
     assert picked(router.route("x")) == ("two", "first-five")
+    assert picked(router.route("x!")) == ("three", "urgent")
     assert picked(router.route("y")) == ("one", "anything")
+
+
+def test_rules_match_on_sender_channel_and_group_membership():
+    router = Router(default=FALLBACK)
+    router.add(name="boss", agent=ONE, sender="ana")
+    router.add(name="slack-admins", agent=TWO, channel="slack", group="admins")
+    router.add(name="web", agent=THREE, channel="assist", prompt_pattern="(?i)price")
+    assert picked(router.route("hi", sender="ana")) == ("one", "boss")
+    assert picked(router.route("hi", sender="bo", channel="slack", groups=["users", "admins"])) == (
+        "two",
+        "slack-admins",
+    )
+    assert picked(router.route("hi", sender="bo", channel="slack", groups=["users"]))[1] == "default"
+    assert picked(router.route("The price?", channel="assist")) == ("three", "web")
+    assert picked(router.route("The price?", channel="slack"))[1] == "default"
 
 
 def test_conditions_are_combined_with_and():
