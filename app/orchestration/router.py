@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from app.orchestration.calls import CallPolicy, call_agent, current_context, publish_slush
+from app.orchestration.calls import CallPolicy, call_agent, current_context, in_a_call, publish_slush
 from app.orchestration.context import build_context
 from app.orchestration.forwarding import Forwarder
 from app.orchestration.rules import Router, request_metadata
@@ -61,7 +61,7 @@ class RouterAgent(AbstractAgent):
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
         history = messages_from(session.get_interactions())
         # Called by call_agent(), the router takes the context made for its call (and its slush).
-        called = current_context()
+        called = current_context() if in_a_call() else None
         context = called or build_context(query.prompt, history, time_zone=self._time_zone, call_chain=(self.name,))
         extra = self._metadata(session, query) if self._metadata is not None else None
         metadata = request_metadata(context, extra)

@@ -13,6 +13,8 @@ from app import (
     Agent,
     BasicAgent,
     LLMAgent,
+    Router,
+    RouterAgent,
     ScriptedCall,
     ScriptedModel,
     ScriptedReply,
@@ -167,3 +169,9 @@ async def test_every_agent_has_a_context_with_openrappters_signal_names_the_serv
     assert signals["memory.recent_memories"] == ["What is good in Oslo?"]  # the served agent sees its history
     assert signals["behavioral.interaction_count"] == 1 and "asks_questions" in signals["behavioral.patterns"]
     assert 0 <= signals["temporal.minute"] < 60
+
+
+async def test_a_router_served_at_the_top_routing_to_an_agent_that_leaves_slush_answers_cleanly():
+    router = Router(default=Planner())
+    result = await Agent(RouterAgent(router)).run("a trip")
+    assert result.text == "Planned: a trip" and not result.errors
