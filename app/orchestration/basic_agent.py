@@ -105,9 +105,15 @@ class BasicAgent(AbstractAgent):
         return _context.get() or {}
 
     def get_signal(self, key: str, default: Any = None) -> Any:
-        """A signal of the context by dot path: `temporal.time_of_day`, `upstream_slush.city`."""
+        """A signal of the context by dot path: `temporal.time_of_day`, `query.intent`,
+        `upstream_slush.signals.city` (or `upstream_slush.city`: one of its signals)."""
+        parts = key.split(".")
+        upstream = self.context.get("upstream_slush")
+        if parts[0] == "upstream_slush" and len(parts) > 1 and isinstance(upstream, Mapping):
+            if parts[1] not in upstream and isinstance(upstream.get("signals"), Mapping):
+                parts.insert(1, "signals")
         value: Any = self.context
-        for part in key.split("."):
+        for part in parts:
             if not isinstance(value, Mapping) or part not in value:
                 return default
             value = value[part]

@@ -57,7 +57,9 @@ class Packer(BasicAgent):
 
     async def perform(self, **kwargs):
         await asyncio.sleep(0)
-        return {"response": f"Packing for {self.get_signal('upstream_slush.signals.city', 'nowhere')}"}
+        city = self.get_signal("upstream_slush.signals.city", "nowhere")
+        assert self.get_signal("upstream_slush.city") == city  # one of its signals, by its own name
+        return {"response": f"Packing for {city}"}
 
 
 def test_execute_sloshes_performs_and_keeps_the_data_slush_for_the_next_agent():
