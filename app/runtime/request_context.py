@@ -1,10 +1,12 @@
 """The request a run answers, for code that runs inside the agent's task.
 
-`Run` starts the agent's task in a context where `current_request_id()` is the run's
-`RunStats.request_id` (the server's: the caller's X-Request-ID, or a fresh ULID), and
-`current_agent()` the name of the agent it runs. Code deep in an agent (a model's error
-details, a log line, the guards of agent-to-agent calls) reads them there, without them
-being passed along.
+`Run` starts the agent's task in a context holding the run's `RequestScope`:
+`current_request_id()` is the run's `RunStats.request_id` (the server's: the caller's
+X-Request-ID, or a fresh ULID), `current_agent()` the name of the agent it runs, and
+`current_question()` its prompt and session. Code deep in an agent (a model's error details,
+a log line, the guards of agent-to-agent calls, the context signals) reads them there,
+without them being passed along. One context variable for all of them: each one a run sets
+costs every open stream its share of the context's storage.
 """
 
 from __future__ import annotations
@@ -12,34 +14,45 @@ from __future__ import annotations
 import contextvars
 from typing import Any
 
-_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
-_agent: contextvars.ContextVar[str | None] = contextvars.ContextVar("agent", default=None)
-_asked: contextvars.ContextVar[tuple[str, Any] | None] = contextvars.ContextVar("asked", default=None)
+
+class RequestScope:
+    __slots__ = ("request_id", "agent", "prompt", "session")
+
+    def __init__(self, request_id: str, agent: str | None, prompt: str | None, session: Any) -> None:
+        self.request_id = request_id
+        self.agent = agent
+        self.prompt = prompt
+        self.session = session
+
+
+_scope: contextvars.ContextVar[RequestScope | None] = contextvars.ContextVar("request_scope", default=None)
 
 
 def current_request_id() -> str | None:
     """The id of the request whose run this code is part of; None outside a run."""
-    return _request_id.get()
+    scope = _scope.get()
+    return scope.request_id if scope is not None else None
 
 
 def current_agent() -> str | None:
     """The name of the agent whose run this code is part of; None outside a run."""
-    return _agent.get()
+    scope = _scope.get()
+    return scope.agent if scope is not None else None
 
 
 def current_question() -> tuple[str, Any] | None:
     """The prompt and the session of the run this code is part of; None outside a run."""
-    return _asked.get()
+    scope = _scope.get()
+    if scope is None or scope.prompt is None:
+        return None
+    return scope.prompt, scope.session
 
 
 def context_for_request(
-    request_id: str, agent: str | None = None, question: tuple[str, Any] | None = None
+    request_id: str, agent: str | None = None, prompt: str | None = None, session: Any = None
 ) -> contextvars.Context:
-    """A copy of the current context in which `current_request_id()` is `request_id`,
-    `current_agent()` is `agent` and `current_question()` is `question` (prompt, session):
-    for the agent's task (`asyncio.create_task(..., context=...)`), so they stay with it."""
+    """A copy of the current context holding this run's scope: for the agent's task
+    (`asyncio.create_task(..., context=...)`), so that it stays with that task."""
     context = contextvars.copy_context()
-    context.run(_request_id.set, request_id)
-    context.run(_agent.set, agent)
-    context.run(_asked.set, question)
+    context.run(_scope.set, RequestScope(request_id, agent, prompt, session))
     return context

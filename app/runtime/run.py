@@ -180,7 +180,7 @@ class Run(Generic[T]):
         self.task = asyncio.create_task(
             work,
             name=self._agent_name,
-            context=context_for_request(stats.request_id, self._agent_name, (query.prompt, session)),
+            context=context_for_request(stats.request_id, self._agent_name, query.prompt, session),
         )
         self.task.add_done_callback(self._after_agent)
         self._watcher = watcher
