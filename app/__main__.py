@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from app.registry import available_agents, load_agent
+from app.version import __version__
 from app.runtime.errors import AgentNotFoundError, SettingsError
 from app.server.settings import load_settings
 
@@ -121,6 +122,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m app", description="Serve AI agents to Sentient Chat.")
+    parser.add_argument("--version", action="version", version=f"sentient-assist {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="run the /assist service")

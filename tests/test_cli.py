@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from app import __version__
 from tests.support.server import ROOT, clean_env, free_port, running_command, running_server
 from tests.support.sse import new_body, read_stream
 
@@ -143,3 +144,8 @@ def test_chat_over_http_exits_cleanly_on_ctrl_c(showcase_server):
     finally:
         child.close()
     assert child.exitstatus == 0 and "Traceback" not in (child.before or "")
+
+
+def test_version_is_the_packages():
+    done = run_cli("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"sentient-assist {__version__}"
