@@ -21,7 +21,11 @@ ENV PATH=/opt/venv/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
     ASSIST_HOST=0.0.0.0 \
-    ASSIST_PORT=8000
+    ASSIST_PORT=8000 \
+    ASSIST_SHUTDOWN_GRACE=8
+# A grace of 8 s fits `docker stop`'s default 10 s: open streams end themselves with `error`
+# and `done` before the kill. Give longer answers more with `docker run --stop-timeout 40
+# -e ASSIST_SHUTDOWN_GRACE=30` (docker-compose.yml does so).
 WORKDIR /srv
 # `python -m` puts the working directory first on sys.path, so these copies are the
 # ones imported: agents/ sits next to the code, as in a checkout.
