@@ -13,9 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from app.registry import available_agents, load_agent
-from app.version import __version__
 from app.runtime.errors import AgentNotFoundError, SettingsError
 from app.server.settings import load_settings
+from app.version import __version__
 
 
 def _serve(args: argparse.Namespace) -> int:
