@@ -77,17 +77,12 @@ class Tool:
             return ToolOutcome(error=f"the arguments are not valid JSON: {getattr(exc, 'msg', exc)}")
         if not isinstance(raw, dict):
             return ToolOutcome(error="the arguments must be a JSON object")
-        try:
-            arguments = self._arguments_model.model_validate(raw)
-        except ValidationError as exc:
-            return ToolOutcome(error="invalid arguments: " + _summary(exc))
-        kwargs = {name: getattr(arguments, name) for name in type(arguments).model_fields}
+        kwargs = self._arguments(raw)
+        if isinstance(kwargs, ToolOutcome):
+            return kwargs
         try:
             async with asyncio.timeout(self.timeout):
-                if self._is_async:
-                    result = await self.function(**kwargs)
-                else:
-                    result = await asyncio.to_thread(self.function, **kwargs)
+                result = await self._invoke(kwargs)
         except TimeoutError:
             return ToolOutcome(error=f"the tool did not finish within {self.timeout:g} seconds")
         except (ToolError, ValueError) as exc:
@@ -106,6 +101,20 @@ class Tool:
         except (TypeError, ValueError):
             return ToolOutcome(error="the tool's result cannot be written as JSON (not a finite number, or too large)")
         return ToolOutcome(result=result)
+
+    def _arguments(self, raw: dict[str, Any]) -> dict[str, Any] | ToolOutcome:
+        """The call's keyword arguments, validated against the function's signature."""
+        try:
+            arguments = self._arguments_model.model_validate(raw)
+        except ValidationError as exc:
+            return ToolOutcome(error="invalid arguments: " + _summary(exc))
+        return {name: getattr(arguments, name) for name in type(arguments).model_fields}
+
+    async def _invoke(self, kwargs: dict[str, Any]) -> Any:
+        """Run the function: a sync one in a thread, so that it cannot hold the event loop."""
+        if self._is_async:
+            return await self.function(**kwargs)
+        return await asyncio.to_thread(self.function, **kwargs)
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"

@@ -35,7 +35,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from app.llm.tools import Tool, ToolOutcome
+from app.llm.messages import ToolSpec
+from app.llm.tools import DEFAULT_TOOL_TIMEOUT, Tool, ToolOutcome
 from app.orchestration.calls import current_context, in_a_call, publish_slush
 from app.orchestration.context import CallContext, DataSlush, build_context
 from app.protocol.request import Query
@@ -179,42 +180,37 @@ class BasicAgent(AbstractAgent):
         self._last_data_slush = parsed.get("data_slush") if isinstance(parsed, dict) else None
 
 
-def agent_tool(agent: BasicAgent) -> Tool:
-    """`agent` as a tool of an LLMAgent: its metadata is the tool's schema; a call runs `execute()`."""
-    return _AgentTool(agent)
+def agent_tool(agent: BasicAgent, *, timeout: float = DEFAULT_TOOL_TIMEOUT) -> Tool:
+    """`agent` as a tool of an LLMAgent: its metadata is the tool's schema; a call runs
+    `execute()`, within `timeout` seconds as any tool."""
+    return _AgentTool(agent, timeout)
 
 
 class _AgentTool(Tool):
-    def __init__(self, agent: BasicAgent) -> None:
+    """A Tool whose schema is the agent's `metadata` and whose call is its `execute()`; the
+    timeout, the errors and the result's checks are every tool's (Tool.call)."""
+
+    def __init__(self, agent: BasicAgent, timeout: float) -> None:
         metadata = agent.metadata
 
-        def call() -> None:  # never called: `call()` below runs the agent; its schema is the metadata's
+        def call() -> None:  # never called: `_invoke()` runs the agent; the schema is the metadata's
             return None
 
-        super().__init__(call, name=str(metadata["name"]), description=str(metadata["description"]))
+        super().__init__(call, name=str(metadata["name"]), description=str(metadata["description"]), timeout=timeout)
         self.agent = agent
         self._parameters = dict(metadata["parameters"])
 
     @property
-    def spec(self) -> Any:
-        spec = super().spec
-        return type(spec)(name=spec.name, description=spec.description, parameters=self._parameters)
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self._parameters)
 
-    async def call(self, arguments_json: str) -> ToolOutcome:
-        try:
-            arguments = json.loads(arguments_json or "{}")
-        except json.JSONDecodeError:
-            return ToolOutcome(error="the arguments are not JSON")
-        if not isinstance(arguments, dict):
-            return ToolOutcome(error="the arguments must be a JSON object")
-        try:
-            result = await self.agent.run_execute(**arguments)
-        except Exception as exc:
-            return ToolOutcome(
-                error=f"the tool failed ({type(exc).__name__})", error_for_model=f"{type(exc).__name__}: {exc}"
-            )
+    def _arguments(self, raw: dict[str, Any]) -> dict[str, Any] | ToolOutcome:
+        return raw  # as openrappter passes them: the agent's perform() checks its own
+
+    async def _invoke(self, kwargs: dict[str, Any]) -> Any:
+        result = await self.agent.run_execute(**kwargs)
         parsed = _parsed(result)
-        return ToolOutcome(result=parsed if parsed is not None else result)
+        return parsed if parsed is not None else result
 
 
 def openrappter_context(context: CallContext) -> dict[str, Any]:

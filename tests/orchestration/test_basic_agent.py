@@ -177,3 +177,20 @@ async def test_a_router_served_at_the_top_routing_to_an_agent_that_leaves_slush_
     router = Router(default=Planner())
     result = await Agent(RouterAgent(router)).run("a trip")
     assert result.text == "Planned: a trip" and not result.errors
+
+
+async def test_as_a_tool_it_keeps_every_tools_bounds_a_timeout_and_a_json_result():
+    class Stuck(BasicAgent):
+        async def perform(self, **kwargs):
+            await asyncio.sleep(60)
+
+    class Odd(BasicAgent):
+        def perform(self, **kwargs):
+            return {"response": object()}
+
+    stuck = await agent_tool(Stuck(name="stuck"), timeout=0.05).call("{}")
+    assert stuck.error == "the tool did not finish within 0.05 seconds"
+    odd = await agent_tool(Odd(name="odd")).call("{}")
+    assert odd.error is not None and "cannot be written as JSON" in odd.error
+    broken = await agent_tool(Planner()).call("[1]")
+    assert broken.error == "the arguments must be a JSON object"
