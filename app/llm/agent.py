@@ -117,11 +117,8 @@ class LLMAgent(AbstractAgent):
         if approves(answer):
             await self._run_tools([call], messages, handler)
             return
-        await handler.emit_json(
-            names.TOOL_CALL, ToolCallPayload(id=call.id, name=call.name, arguments=arguments_object(call.arguments))
-        )
-        await handler.emit_json(names.TOOL_RESULT, ToolResultPayload(id=call.id, name=call.name, error=REFUSED))
-        messages.append(tool_result(call, "error: " + REFUSED))
+        await self._announce([call], handler)
+        await self._answer(call, ToolOutcome(error=REFUSED), messages, handler)
 
     async def _pause(
         self,
@@ -235,14 +232,24 @@ class LLMAgent(AbstractAgent):
     async def _run_tools(
         self, calls: list[ToolCallRequest], messages: list[ChatMessage], handler: ResponseHandler
     ) -> None:
+        await self._announce(calls, handler)
+        outcomes = await asyncio.gather(*(self._call(call) for call in calls))
+        for call, outcome in zip(calls, outcomes, strict=False):
+            await self._answer(call, outcome, messages, handler)
+
+    async def _announce(self, calls: list[ToolCallRequest], handler: ResponseHandler) -> None:
+        """TOOL_CALL for each call, before any of them runs."""
         for call in calls:
             arguments = arguments_object(call.arguments)
             await handler.emit_json(names.TOOL_CALL, ToolCallPayload(id=call.id, name=call.name, arguments=arguments))
-        outcomes = await asyncio.gather(*(self._call(call) for call in calls))
-        for call, outcome in zip(calls, outcomes, strict=False):
-            result = ToolResultPayload(id=call.id, name=call.name, result=outcome.result, error=outcome.error)
-            await handler.emit_json(names.TOOL_RESULT, result)
-            messages.append(tool_result(call, outcome.model_content))
+
+    async def _answer(
+        self, call: ToolCallRequest, outcome: ToolOutcome, messages: list[ChatMessage], handler: ResponseHandler
+    ) -> None:
+        """What became of a call: TOOL_RESULT for the client, the tool message for the model."""
+        result = ToolResultPayload(id=call.id, name=call.name, result=outcome.result, error=outcome.error)
+        await handler.emit_json(names.TOOL_RESULT, result)
+        messages.append(tool_result(call, outcome.model_content))
 
     async def _call(self, call: ToolCallRequest) -> ToolOutcome:
         found = self.tools.get(call.name)
