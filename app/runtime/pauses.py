@@ -17,7 +17,6 @@ import base64
 import hashlib
 import hmac
 import json
-import logging
 import re
 import secrets
 import time
@@ -31,8 +30,6 @@ from app.protocol import conventions as names
 from app.protocol.events import DocumentEvent
 from app.protocol.request import Interaction
 from app.runtime.session import Session
-
-logger = logging.getLogger("app.run")
 
 DEFAULT_TTL = 86_400.0  # a day to answer
 MAX_TOKEN_CHARS = 256 * 1024  # a pause's state (an LLM run's messages) is bounded by the body limit anyway
