@@ -140,3 +140,9 @@ async def test_the_trip_agent_asks_then_plans_for_the_city_answered():
     assert paused.interrupt is not None and paused.interrupt.choices == ("Oslo", "Lima", "Kyoto")
     planned = await trip.resume(paused, "Kyoto")
     assert planned.text.startswith("A day in Kyoto, as you asked ('Plan a day out')")
+
+
+def test_a_token_past_the_size_bound_is_refused_before_any_decoding():
+    sealed = pauses.PauseSealer(b"a secret of at least 16 bytes")
+    with pytest.raises(pauses.PauseRefused, match="not one this service issues"):
+        sealed.verify("A" * (pauses.MAX_TOKEN_CHARS + 4), digest="d")
