@@ -12,9 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from agents.assistant import agent as live_assistant
-from agents.assistant import calculate, current_time
-from agents.showcase import ShowcaseAgent
 from app import (
     ChatMessage,
     FunctionModel,
@@ -27,6 +24,10 @@ from app import (
     ToolSpec,
     load_settings,
 )
+
+from .assistant import agent as live_assistant
+from .assistant import calculate, current_time
+from .showcase import ShowcaseAgent
 
 # Possessive, and only over the prompt's start: linear on any input.
 _ARITHMETIC = re.compile(r"(?<![\d.])[\d.]++(?:\s*+(?:\*\*|//|[-+*/%])\s*+[\d.]++)+")

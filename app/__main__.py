@@ -35,7 +35,7 @@ def _serve(args: argparse.Namespace) -> int:
             os.environ[variable] = str(value)
     try:
         settings = load_settings()
-        agent = load_agent(settings.agent)
+        agent = load_agent(settings.agent, settings.agents_dir)
     except (SettingsError, AgentNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -75,9 +75,21 @@ def _metrics_shared_across_workers(enabled: bool) -> Iterator[None]:
 
 
 def _agents(args: argparse.Namespace) -> int:
-    for name in available_agents():
+    try:
+        folder = load_settings().agents_dir
+    except SettingsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    names = available_agents(folder)
+    if not names:
+        print(
+            f"no agents: none in {folder.resolve()}/ (ASSIST_AGENTS_DIR) and no installed package's "
+            "`sentient_assist.agents` entry point",
+            file=sys.stderr,
+        )
+    for name in names:
         try:
-            agent = load_agent(name)
+            agent = load_agent(name, folder)
         except (AgentNotFoundError, SettingsError) as exc:
             print(f"{name:<20} (cannot load: {exc})")
             continue
@@ -134,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", dest="log_level", help="critical, error, warning, info, debug (ASSIST_LOG_LEVEL)")
     serve.set_defaults(run=_serve)
 
-    agents = commands.add_parser("agents", help="list the agents found in agents/")
+    agents = commands.add_parser("agents", help="list the agents in agents/ (ASSIST_AGENTS_DIR) and installed packages")
     agents.set_defaults(run=_agents)
 
     chat = commands.add_parser("chat", help="chat with an agent in the terminal")
@@ -153,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # `python -m app` puts the working directory first on sys.path; the `assist` script does
+    # the same (as uvicorn does), so a module:attr agent spec means the same to both.
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     args = build_parser().parse_args(argv)
     code: int = args.run(args)
     return code

@@ -1,34 +1,46 @@
-"""Finds agents: a module in the `agents` package (one file, one agent) or a `module:attr` path."""
+"""Finds agents: a file in the agents directory (one file, one agent), an agent an installed
+package registers under the entry-point group `sentient_assist.agents`, or a `module:attr` path.
+
+The agents directory is `./agents` of the working directory, or the one ASSIST_AGENTS_DIR
+names. Its files are imported as modules of a package of the registry's own,
+`assist_agents`, never as `agents`: the OpenAI Agents SDK's top-level package has that
+name, and a folder of files must not hide it from the agents that use it. Files of the
+directory import each other relatively (`from .assistant import calculate`).
+"""
 
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import importlib.metadata
+import importlib.util
 import inspect
 import pkgutil
+import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from app.runtime.agent import AbstractAgent
 from app.runtime.errors import AgentNotFoundError, SettingsError
+from app.server.settings import load_settings
 
-AGENTS_PACKAGE = "agents"
-
-
-def available_agents() -> list[str]:
-    """Names of the agent modules in the `agents` package, without importing them."""
-    try:
-        package = importlib.import_module(AGENTS_PACKAGE)
-    except ModuleNotFoundError as exc:
-        if exc.name != AGENTS_PACKAGE:
-            raise AgentNotFoundError(f"importing {AGENTS_PACKAGE!r} failed: {exc}") from exc
-        return []
-    except Exception as exc:
-        raise AgentNotFoundError(f"importing {AGENTS_PACKAGE!r} failed: {type(exc).__name__}: {exc}") from exc
-    return sorted(info.name for info in pkgutil.iter_modules(package.__path__) if not info.name.startswith("_"))
+DEFAULT_AGENTS_DIR = Path("agents")
+ENTRY_POINT_GROUP = "sentient_assist.agents"
+# The package the directory's files are imported into.
+AGENTS_MODULE = "assist_agents"
 
 
-def load_agent(spec: str) -> AbstractAgent:
-    """Build the agent `spec` names: `showcase` (agents/showcase.py) or `package.module:attr`."""
+def available_agents(directory: str | Path | None = None) -> list[str]:
+    """Names of the agents in `directory` (default: ASSIST_AGENTS_DIR, else ./agents) and of
+    the installed packages' entry points, without importing any of them."""
+    return sorted(set(_directory_agents(_resolve(directory))) | set(_entry_points()))
+
+
+def load_agent(spec: str, directory: str | Path | None = None) -> AbstractAgent:
+    """Build the agent `spec` names: a file of the agents directory (`showcase` is
+    agents/showcase.py), an installed package's entry point, or `package.module:attr`.
+    A file of the directory wins over an entry point of the same name."""
     spec = spec.strip()
     if ":" in spec:
         module_name, _, attr = spec.partition(":")
@@ -38,16 +50,57 @@ def load_agent(spec: str) -> AbstractAgent:
         except AttributeError:
             raise AgentNotFoundError(f"agent {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
         return _build(target, spec)
-    names = available_agents()
-    if spec not in names:
-        found = ", ".join(names) if names else "none"
-        raise AgentNotFoundError(
-            f"no agent named {spec!r}. Agents found in {AGENTS_PACKAGE}/: {found}. "
-            "Set ASSIST_AGENT to one of them, or to a module:attr path."
-        )
-    module = _import(f"{AGENTS_PACKAGE}.{spec}", spec)
-    agent = _build(_agent_of_module(module, spec), spec)
-    return agent
+    folder = _resolve(directory)
+    if spec in _directory_agents(folder):
+        module = _import(f"{_package(folder).__name__}.{spec}", spec)
+        return _build(_agent_of_module(module, spec), spec)
+    entry_points = _entry_points()
+    if spec in entry_points:
+        try:
+            target = entry_points[spec].load()
+        except Exception as exc:
+            raise AgentNotFoundError(
+                f"agent {spec!r}: loading the entry point {entry_points[spec].value!r} failed: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        return _build(target, spec)
+    names = available_agents(folder)
+    found = ", ".join(names) if names else "none"
+    where = f"{folder}/" if folder.is_dir() else f"{folder}/ (no such directory; ASSIST_AGENTS_DIR names another)"
+    raise AgentNotFoundError(
+        f"no agent named {spec!r}. Agents found in {where} and installed packages: {found}. "
+        "Set ASSIST_AGENT to one of them, or to a module:attr path."
+    )
+
+
+def _resolve(directory: str | Path | None) -> Path:
+    # Absolute, as the working directory is when asked: importers are cached by path string.
+    return (Path(directory) if directory is not None else load_settings().agents_dir).resolve()
+
+
+def _directory_agents(folder: Path) -> list[str]:
+    if not folder.is_dir():
+        return []
+    return [info.name for info in pkgutil.iter_modules([str(folder)]) if not info.name.startswith("_")]
+
+
+def _entry_points() -> dict[str, importlib.metadata.EntryPoint]:
+    return {entry.name: entry for entry in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _package(folder: Path) -> ModuleType:
+    """The package whose modules are `folder`'s files; made anew when the folder changes."""
+    location = str(folder)
+    package = sys.modules.get(AGENTS_MODULE)
+    if package is not None and list(getattr(package, "__path__", ())) == [location]:
+        return package
+    for name in [name for name in sys.modules if name.startswith(AGENTS_MODULE + ".")]:
+        del sys.modules[name]  # another folder's modules, under the same names
+    spec = importlib.machinery.ModuleSpec(AGENTS_MODULE, None, is_package=True)
+    spec.submodule_search_locations = [location]
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[AGENTS_MODULE] = package
+    return package
 
 
 def _import(module_name: str, spec: str) -> ModuleType:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -36,18 +35,16 @@ def not_found(spec: str) -> str:
 
 @pytest.fixture
 def agents_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """A fresh agents-like package on sys.path, made the registry's package; returns a module writer."""
-    package = f"agents_{uuid.uuid4().hex}"
-    (tmp_path / package).mkdir()
-    (tmp_path / package / "__init__.py").write_text("")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "AGENTS_PACKAGE", package)
+    """A fresh agents directory, named by ASSIST_AGENTS_DIR; returns a file writer."""
+    folder = tmp_path / "my-agents"
+    folder.mkdir()
+    monkeypatch.setenv("ASSIST_AGENTS_DIR", str(folder))
 
     def write(module: str, source: str) -> None:
-        (tmp_path / package / f"{module}.py").write_text(source)
+        (folder / f"{module}.py").write_text(source)
 
     yield write
-    for name in [name for name in sys.modules if name == package or name.startswith(package + ".")]:
+    for name in [name for name in sys.modules if name.startswith(registry.AGENTS_MODULE)]:
         del sys.modules[name]
 
 
@@ -95,6 +92,7 @@ def test_module_attr_instance_is_the_same_object():
 
 
 def test_module_attr_works_for_an_agents_module():
+    # The checkout's agents/ is a folder on sys.path (pytest's rootdir), not an installed package.
     assert load_agent("agents.showcase:ShowcaseAgent").name == "showcase"
 
 
@@ -159,3 +157,84 @@ def test_module_whose_import_raises_names_the_exception(agents_package):
     message = not_found("broken")
     assert "ValueError" in message
     assert "bad configuration" in message
+
+
+def test_files_of_the_directory_import_each_other_relatively(agents_package):
+    agents_package("_shared", "GREETING = 'hello from a sibling'\n")
+    agents_package("user", "from ._shared import GREETING\n" + agent_class("User") + "\nagent = User(GREETING)\n")
+    assert load_agent("user").name == "hello from a sibling"
+
+
+def test_the_directory_is_not_imported_as_agents(agents_package):
+    """A top-level `agents` (the OpenAI Agents SDK's package name) stays free for agents to use."""
+    agents_package("solo", agent_class("SoloAgent"))
+    agent = load_agent("solo")
+    assert type(agent).__module__ == f"{registry.AGENTS_MODULE}.solo"
+    assert not type(agent).__module__.startswith("agents.")
+
+
+def test_the_default_directory_is_agents_of_the_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "here.py").write_text(agent_class("Here"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ASSIST_AGENTS_DIR", raising=False)
+    try:
+        assert available_agents() == ["here"]
+        assert type(load_agent("here")).__name__ == "Here"
+    finally:
+        for name in [name for name in sys.modules if name.startswith(registry.AGENTS_MODULE)]:
+            del sys.modules[name]
+
+
+def test_a_missing_directory_is_named_in_the_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("ASSIST_AGENTS_DIR", str(tmp_path / "nowhere"))
+    message = not_found("showcase")
+    assert "nowhere" in message
+    assert "no such directory" in message
+    assert available_agents() == []
+
+
+# --- installed packages' entry points -------------------------------------------------
+
+
+def install_entry_points(site: Path, entries: dict[str, str], module_source: str = "") -> None:
+    """A distribution in `site` (on sys.path) with `sentient_assist.agents` entry points, as
+    pip would leave it: a dist-info folder with entry_points.txt."""
+    dist_info = site / "plugin_agents-1.0.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: plugin-agents\nVersion: 1.0\n")
+    lines = "".join(f"{name} = {value}\n" for name, value in entries.items())
+    (dist_info / "entry_points.txt").write_text(f"[{registry.ENTRY_POINT_GROUP}]\n{lines}")
+    (site / "plugin_agents.py").write_text(module_source)
+
+
+PLUGIN_SOURCE = agent_class("Weather") + agent_class("Clash") + "\nweather = Weather('from a package')\n"
+
+
+@pytest.fixture
+def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    site = tmp_path / "site"
+    monkeypatch.syspath_prepend(str(site))
+    yield site
+    sys.modules.pop("plugin_agents", None)
+
+
+def test_an_installed_package_registers_agents_by_entry_point(plugin_site, agents_package):
+    install_entry_points(plugin_site, {"weather": "plugin_agents:weather"}, PLUGIN_SOURCE)
+    agents_package("local", agent_class("Local"))
+    assert available_agents() == ["local", "weather"]
+    assert load_agent("weather").name == "from a package"
+
+
+def test_a_file_of_the_directory_wins_over_an_entry_point_of_its_name(plugin_site, agents_package):
+    install_entry_points(plugin_site, {"clash": "plugin_agents:Clash"}, PLUGIN_SOURCE)
+    agents_package("clash", agent_class("LocalClash"))
+    assert available_agents() == ["clash"]
+    assert type(load_agent("clash")).__name__ == "LocalClash"
+
+
+def test_an_entry_point_that_fails_to_load_is_named(plugin_site, agents_package):
+    install_entry_points(plugin_site, {"broken": "plugin_agents:missing"}, PLUGIN_SOURCE)
+    message = not_found("broken")
+    assert "plugin_agents:missing" in message
+    assert "AttributeError" in message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -24,6 +25,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=".env", extra="ignore")
 
     agent: str = Field("showcase", description="An agent name from agents/ or a module:attr path.")
+    agents_dir: Path = Field(
+        Path("agents"), description="The directory of agent files (one file, one agent), from the working directory."
+    )
     host: str = Field("127.0.0.1", description="Address to listen on.")
     port: int = Field(8000, ge=1, le=65535, description="Port to listen on.")
     request_timeout: float = Field(300, gt=0, description="Seconds one request may run.")

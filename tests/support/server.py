@@ -43,10 +43,12 @@ def running_server(env: dict[str, str] | None = None, args: list[str] | None = N
 
 
 @contextmanager
-def running_command(command: list[str], port: int, env: dict[str, str] | None = None) -> Iterator[RunningServer]:
-    """Any command that serves on `port`; yields once /healthz answers, stops it after."""
+def running_command(
+    command: list[str], port: int, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> Iterator[RunningServer]:
+    """Any command that serves on `port`, run in `cwd`; yields once /healthz answers, stops it after."""
     log_file = tempfile.NamedTemporaryFile(prefix="assist-server-", suffix=".log", delete=False)
-    process = subprocess.Popen(command, cwd=ROOT, env=clean_env(env), stdout=log_file, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(command, cwd=cwd, env=clean_env(env), stdout=log_file, stderr=subprocess.STDOUT)
     server = RunningServer(process, f"http://127.0.0.1:{port}", Path(log_file.name))
     try:
         _wait_until_healthy(server)
