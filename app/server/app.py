@@ -17,6 +17,7 @@ from app.runtime.agent import AbstractAgent
 from app.server.access_log import AccessLogMiddleware
 from app.server.assist import Assist
 from app.server.logs import configure_logging
+from app.server.openai.face import OpenAIFace
 from app.server.request_id import REQUEST_ID_HEADER
 from app.server.routes import docs_router, probes
 from app.server.settings import Settings, load_settings
@@ -33,7 +34,7 @@ def create_app(settings: Settings | None = None, agent: AbstractAgent | None = N
     """
     settings = settings or load_settings()
     configure_logging(settings.log_format, settings.log_level)
-    agent = agent or load_agent(settings.agent)
+    agent = agent or load_agent(settings.agent, settings.agents_dir)
     app = FastAPI(
         title="Sentient assist service",
         version=__version__,
@@ -49,6 +50,7 @@ def create_app(settings: Settings | None = None, agent: AbstractAgent | None = N
     pauses.configure(secret, settings.resume_ttl)
     assist = Assist(agent, settings)
     app.include_router(assist.router())
+    app.include_router(OpenAIFace(assist).router())  # /v1: the same agent, keys and limits
     app.include_router(probes)
     app.include_router(docs_router(assist.keys))
     app.add_exception_handler(RequestValidationError, validation_error_handler)
@@ -82,6 +84,7 @@ def add_routes(
     path: str = "",
     dependencies: Sequence[Depends] = (),
     settings: Settings | None = None,
+    openai_prefix: str | None = None,
 ) -> None:
     """Add `POST {path}/assist` for `agent` (else the agent ASSIST_AGENT names) to an app of yours.
 
@@ -90,7 +93,16 @@ def add_routes(
     limits, keepalives, the time limit and the shutdown of the service (from `settings`,
     else the environment), and not the service's middleware: no access log or X-Request-ID
     echo, no CORS and no 422 wording of its own; your app's apply.
+
+    With `openai_prefix` (say "/v1"), also the OpenAI-compatible face there:
+    `POST {path}{openai_prefix}/chat/completions` and `GET {path}{openai_prefix}/models`
+    (docs/openai.md), under the same keys and limits. Off by default: adding /assist to an
+    app never claims its /v1 paths.
     """
     settings = settings or load_settings()
-    agent = agent or load_agent(settings.agent)
-    app.include_router(Assist(agent, settings).router(), prefix=path, dependencies=list(dependencies))
+    agent = agent or load_agent(settings.agent, settings.agents_dir)
+    assist = Assist(agent, settings)
+    app.include_router(assist.router(), prefix=path, dependencies=list(dependencies))
+    if openai_prefix is not None:
+        face = OpenAIFace(assist).router(openai_prefix)
+        app.include_router(face, prefix=path, dependencies=list(dependencies))

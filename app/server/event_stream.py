@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from starlette.responses import Response
@@ -21,6 +22,7 @@ from starlette.types import Receive, Scope, Send
 
 from app.protocol.request import Query
 from app.runtime.agent import AbstractAgent
+from app.runtime.channel import Channel
 from app.runtime.run import ChannelHook, Run, RunStats
 from app.runtime.session import Session
 from app.server import metrics
@@ -72,6 +74,7 @@ class EventStream(Response):
         query: Query,
         stats: RunStats,
         streams: OpenStreams,
+        make_hook: Callable[[Channel[bytes], RunStats], ChannelHook[bytes]] = SseHook,
     ) -> None:
         self.status_code = 200
         self.background = None
@@ -81,10 +84,14 @@ class EventStream(Response):
         self._query: Query | None = query
         self.stats = stats
         self._streams = streams
+        # What each event is written as: its SSE frame (/assist), or another face's lines (/v1).
+        self._make_hook = make_hook
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self._session is not None and self._query is not None, "an EventStream is sent once"
-        run = Run(self._agent, self._session, self._query, watcher=self._streams, stats=self.stats, make_hook=SseHook)
+        run = Run(
+            self._agent, self._session, self._query, watcher=self._streams, stats=self.stats, make_hook=self._make_hook
+        )
         self._session = self._query = None  # the run has them; nothing else holds the request for the stream's life
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})

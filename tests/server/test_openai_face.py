@@ -1,0 +1,382 @@
+"""POST /v1/chat/completions and GET /v1/models (docs/openai.md), with the openai SDK as the
+client, against a real uvicorn serving tests/server/openai_agents.py's ChatAgent."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+from app.runtime.run import AGENT_FAILED_MESSAGE, TIMEOUT_MESSAGE
+from app.server.openai.pauses import take_marker
+from tests.support.agents import SECRET
+from tests.support.server import RunningServer, free_port, running_command, running_server
+from tests.support.sse import new_body
+
+KEY = "test-key-for-the-openai-face"
+MODEL = "chat-agent"
+TIME_LIMIT = 2.0
+PING = 0.3
+MAX_BODY = 16_384
+AGENT = {"ASSIST_AGENT": "tests.server.openai_agents:ChatAgent", "ASSIST_LOG_LEVEL": "warning"}
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RunningServer]:
+    env = {
+        **AGENT,
+        "ASSIST_API_KEYS": KEY,
+        "ASSIST_REQUEST_TIMEOUT": str(TIME_LIMIT),
+        "ASSIST_PING_INTERVAL": str(PING),
+        "ASSIST_MAX_BODY_BYTES": str(MAX_BODY),
+    }
+    with running_server(env) as running:
+        yield running
+
+
+def client_of(server: RunningServer, key: str = KEY) -> openai.OpenAI:
+    # No retries: a 5xx must reach the test as it was answered, once.
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=15)
+
+
+@pytest.fixture()
+def client(server: RunningServer) -> Iterator[openai.OpenAI]:
+    with client_of(server) as made:
+        yield made
+
+
+def user(content: object) -> dict:
+    return {"role": "user", "content": content}
+
+
+def assistant(content: object) -> dict:
+    return {"role": "assistant", "content": content}
+
+
+def wait_for_file(path: Path, timeout: float) -> str | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and path.read_text():
+            return path.read_text()
+        time.sleep(0.02)
+    return None
+
+
+def data_lines(body: str) -> list[str]:
+    """The `data:` payloads of a raw stream, after checking that every line is SSE OpenAI clients read."""
+    payloads = []
+    for line in body.split("\n"):
+        assert line == "" or line.startswith("data: ") or line == ": ping", line
+        if line.startswith("data: "):
+            payloads.append(line.removeprefix("data: "))
+    return payloads
+
+
+def test_the_models_are_the_served_agent(client):
+    assert [model.id for model in client.models.list()] == [MODEL]
+    model = client.models.retrieve(MODEL)
+    assert model.id == MODEL and model.object == "model" and model.owned_by
+    with pytest.raises(openai.NotFoundError) as refused:
+        client.models.retrieve("gpt-4o")
+    assert refused.value.code == "model_not_found"
+
+
+def test_a_completion_is_the_answer_with_its_reasoning_and_usage(client):
+    raw = client.chat.completions.with_raw_response.create(model=MODEL, messages=[user("think")], temperature=0.2)
+    assert raw.headers["x-request-id"]
+    completion = raw.parse()
+    assert completion.id.startswith("chatcmpl-") and completion.object == "chat.completion"
+    assert completion.model == MODEL and completion.system_fingerprint is None
+    choice = completion.choices[0]
+    assert choice.finish_reason == "stop" and choice.message.role == "assistant"
+    assert choice.message.content == "Forty-two."  # not the plan, the sources or the tool's result
+    assert choice.message.model_extra["reasoning_content"] == "Let me think."
+    assert choice.message.tool_calls is None
+    assert (completion.usage.prompt_tokens, completion.usage.completion_tokens, completion.usage.total_tokens) == (
+        13,
+        7,
+        20,
+    )
+
+
+def test_a_stream_is_content_and_reasoning_deltas_then_a_usage_chunk(client):
+    stream = client.chat.completions.create(
+        model=MODEL, messages=[user("think")], stream=True, stream_options={"include_usage": True}
+    )
+    chunks = list(stream)
+    ids = {chunk.id for chunk in chunks}
+    assert len(ids) == 1 and ids.pop().startswith("chatcmpl-")
+    assert chunks[0].choices[0].delta.role == "assistant"
+    deltas = [chunk.choices[0].delta for chunk in chunks if chunk.choices]
+    assert "".join(d.content or "" for d in deltas) == "Forty-two."
+    assert "".join((d.model_extra or {}).get("reasoning_content") or "" for d in deltas) == "Let me think."
+    assert all(d.tool_calls is None for d in deltas)
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    last = chunks[-1]
+    assert last.choices == [] and (last.usage.prompt_tokens, last.usage.completion_tokens) == (13, 7)
+
+
+def test_without_include_usage_there_is_no_usage_chunk_and_every_line_is_data_or_a_ping(server):
+    # `silent`: a STATUS block, a silence of a few keepalive intervals, a FINAL text block: with no
+    # FINAL_RESPONSE, the run's text is the answer (a turn of history's rule).
+    body = {"model": MODEL, "messages": [user(f"silent:{PING * 3}")], "stream": True}
+    response = httpx.post(
+        server.url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=15
+    )
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    assert ": ping" in response.text
+    payloads = data_lines(response.text)
+    assert payloads[-1] == "[DONE]" and payloads.count("[DONE]") == 1
+    chunks = [json.loads(payload) for payload in payloads[:-1]]
+    assert all(chunk["choices"] for chunk in chunks), "a usage chunk nobody asked for"
+    content = "".join(chunk["choices"][0]["delta"].get("content") or "" for chunk in chunks)
+    assert content == "thinking quietly\n\nspoke at last"
+
+
+def test_every_reserved_event_is_content_reasoning_an_error_or_nothing(server):
+    # `conventions`: thinking, stages, tool calls and results, two bills, a handoff, sources, a plan,
+    # a side stream, an error (502), the answer, and a question with a (fake) token.
+    body = {"model": MODEL, "messages": [user("conventions")], "stream": True}
+    response = httpx.post(
+        server.url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=15
+    )
+    payloads = data_lines(response.text)
+    assert payloads[-1] == "[DONE]"
+    objects = [json.loads(payload) for payload in payloads[:-1]]
+    errors = [o["error"] for o in objects if "error" in o]
+    assert errors == [{"message": "one source failed", "type": "server_error", "param": None, "code": "502"}]
+    deltas = [o["choices"][0]["delta"] for o in objects if "choices" in o]
+    content = "".join(d.get("content") or "" for d in deltas)
+    assert content == "It is sunny.\n\nWhich city?\n\n- Oslo\n- Lima\n\n[//]: # (sentient-pause:ask_user:resume-1)\n"
+    assert "".join(d.get("reasoning_content") or "" for d in deltas) == "Let me look it up."
+    assert "tool_calls" not in response.text and "hits" not in response.text and "a side note" not in response.text
+
+
+def test_an_approval_is_the_question_and_the_call_it_would_make(client):
+    completion = client.chat.completions.create(model=MODEL, messages=[user("interrupt")])
+    text, pause = take_marker(completion.choices[0].message.content)
+    assert text == 'Send it?\n\n`send_email({"to":"ana@example.com"})`'
+    assert pause == ("interrupt", "t-7")
+
+
+def test_the_messages_are_the_query_and_the_history(client):
+    messages = [
+        {"role": "system", "content": "Be terse."},  # ignored: the agent has its own instructions
+        assistant("Hello! Ask me anything."),  # a greeting before any question answers nothing
+        user("first"),
+        assistant("one"),
+        user([{"type": "text", "text": "second"}, {"type": "text", "text": "in parts"}]),
+        assistant([{"type": "text", "text": "two"}]),
+        assistant(None),  # a message that only called tools
+        {"role": "developer", "content": "Also ignored."},
+        user("echo:now"),
+    ]
+    completion = client.chat.completions.create(model=MODEL, messages=messages)
+    echoed = json.loads(completion.choices[0].message.content)
+    assert echoed["argument"] == "now"
+    assert echoed["history"] == [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": "one"},
+        {"role": "user", "content": "second\nin parts"},
+        {"role": "assistant", "content": "two"},
+    ]
+
+
+def test_a_question_answered_in_the_next_turn_resumes_the_run(client):
+    first = client.chat.completions.create(model=MODEL, messages=[user("ask:lunch")], stream=True)
+    asked = "".join(chunk.choices[0].delta.content or "" for chunk in first if chunk.choices)
+    text, pause = take_marker(asked)
+    assert text == "I need to know one thing.\n\nWhich city?\n\n- Oslo\n- Lima"
+    assert pause is not None and pause[0] == "ask_user"
+    # The client sends the answer back as it got it, marker and all, as any chat front end does.
+    answer = client.chat.completions.create(model=MODEL, messages=[user("ask:lunch"), assistant(asked), user("Lima")])
+    assert answer.choices[0].message.content == 'resumed ask_user with \'Lima\', state {"asked": "lunch", "step": 1}'
+    # A token changed on its way back is refused; the agent does not run.
+    changed = asked.replace(pause[1], pause[1][:-8] + "AAAAAAA=")
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model=MODEL, messages=[user("ask:lunch"), assistant(changed), user("Lima")])
+    assert "was not issued by this service, or was changed" in refused.value.message
+    # ... and so is a token brought to another conversation.
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model=MODEL, messages=[user("ask:dinner"), assistant(asked), user("Lima")])
+    assert "another conversation" in refused.value.message
+
+
+def test_an_agent_that_raises_is_an_error_with_no_internals(client):
+    stream = client.chat.completions.create(model=MODEL, messages=[user("raise")], stream=True)
+    received = []
+    with pytest.raises(openai.APIError) as failed:
+        for chunk in stream:
+            received.append(chunk.choices[0].delta.content or "")
+    assert "".join(received) == "partial "
+    assert failed.value.message == AGENT_FAILED_MESSAGE and failed.value.code == "500"
+    with pytest.raises(openai.InternalServerError) as failed_whole:
+        client.chat.completions.create(model=MODEL, messages=[user("raise")])
+    assert failed_whole.value.status_code == 500 and failed_whole.value.body["message"] == AGENT_FAILED_MESSAGE
+    assert SECRET not in failed_whole.value.response.text
+
+
+def test_a_run_past_the_time_limit_is_a_504_and_the_agent_is_cancelled(client, tmp_path):
+    marker = tmp_path / "cancelled"
+    with pytest.raises(openai.InternalServerError) as timed_out:
+        client.chat.completions.create(model=MODEL, messages=[user(f"hang:{marker}")])
+    assert timed_out.value.status_code == 504 and timed_out.value.body["message"] == TIMEOUT_MESSAGE
+    assert wait_for_file(marker, timeout=3) is not None
+
+
+def test_a_client_that_leaves_mid_stream_gets_its_agent_cancelled(client, tmp_path):
+    marker = tmp_path / "cancelled"
+    stream = client.chat.completions.create(model=MODEL, messages=[user(f"hang:{marker}")], stream=True)
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            break
+    stream.close()
+    closed_at = time.time()
+    cancelled_at = wait_for_file(marker, timeout=TIME_LIMIT / 2)  # well before the time limit would
+    assert cancelled_at is not None, "the agent was not cancelled when its client left"
+    assert float(cancelled_at) - closed_at < TIME_LIMIT / 2
+
+
+def test_a_client_that_leaves_before_its_completion_gets_its_agent_cancelled(server, tmp_path):
+    marker = tmp_path / "cancelled"
+    body = {"model": MODEL, "messages": [user(f"hang:{marker}")]}
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up, and closes the connection
+        httpx.post(server.url + "/v1/chat/completions", json=body, headers=headers, timeout=TIME_LIMIT / 4)
+    left_at = time.time()
+    cancelled_at = wait_for_file(marker, timeout=TIME_LIMIT / 2)
+    assert cancelled_at is not None and float(cancelled_at) - left_at < TIME_LIMIT / 2
+
+
+def test_a_request_without_the_key_is_refused_in_openais_shape(server):
+    with client_of(server, key="not-the-key") as wrong:
+        with pytest.raises(openai.AuthenticationError) as refused:
+            wrong.chat.completions.create(model=MODEL, messages=[user("think")])
+        assert refused.value.code == "invalid_api_key"
+        with pytest.raises(openai.AuthenticationError):
+            wrong.models.list()
+    response = httpx.post(server.url + "/v1/chat/completions", json={"model": MODEL, "messages": [user("x")]})
+    assert response.status_code == 401 and response.headers["www-authenticate"].startswith("Bearer")
+    assert response.json()["error"]["type"] == "authentication_error"
+
+
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": [user("hi")]}, "model"),
+        ({"model": MODEL, "messages": []}, "messages"),
+        ({"model": MODEL, "messages": [{"role": "tool", "content": "42", "tool_call_id": "c"}]}, "messages[0].role"),
+        ({"model": MODEL, "messages": [user("hi"), assistant("hello")]}, "messages"),
+        ({"model": MODEL, "messages": [user(None)]}, "messages[0].content"),
+        ({"model": MODEL, "messages": [user([{"type": "text", "text": 7}])]}, "messages[0].content[0].text"),
+        (
+            {"model": MODEL, "messages": [user([{"type": "text", "text": "what is this?"}, {"type": "image_url"}])]},
+            "messages[0].content[1].type",
+        ),
+        ({"model": MODEL, "messages": [user("hi")], "n": 2}, "n"),
+        ({"model": MODEL, "messages": [user("hi")], "stream": "sometimes"}, "stream"),
+    ],
+)
+def test_a_bad_body_is_a_400_naming_the_field(client, body, param):
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.post("/chat/completions", body=body, cast_to=httpx.Response)
+    error = refused.value.body
+    assert refused.value.status_code == 400 and error["param"] == param and error["type"] == "invalid_request_error"
+    assert error["message"].startswith(param)
+
+
+def test_an_unknown_model_is_a_404_naming_the_field(client):
+    with pytest.raises(openai.NotFoundError) as refused:
+        client.chat.completions.create(model="gpt-4o", messages=[user("think")])
+    assert refused.value.code == "model_not_found" and refused.value.param == "model"
+    assert "gpt-4o" not in refused.value.message  # what was sent is not repeated back
+
+
+def test_a_body_past_the_limit_is_a_413(client):
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.chat.completions.create(model=MODEL, messages=[user("x" * MAX_BODY)])
+    assert refused.value.status_code == 413 and refused.value.body["type"] == "invalid_request_error"
+
+
+def test_no_request_above_left_a_traceback_in_the_log_but_the_failing_agents(server):
+    log = server.log()
+    assert "Exception in ASGI application" not in log
+    assert log.count("Traceback") == log.count(f"agent {MODEL} raised RuntimeError")  # the `raise` runs, logged
+
+
+def open_when_free(client: openai.OpenAI, prompt: str) -> openai.Stream:
+    """A chat stream, once the place a stream that just ended held is free again."""
+    deadline = time.monotonic() + 3
+    while True:
+        try:
+            return client.chat.completions.create(model=MODEL, messages=[user(prompt)], stream=True)
+        except openai.InternalServerError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def test_both_faces_share_one_stream_budget(tmp_path):
+    with running_server({**AGENT, "ASSIST_MAX_STREAMS": "1"}) as server, client_of(server) as client:
+        with httpx.Client(base_url=server.url, timeout=15) as http:
+            with http.stream("POST", "/assist", json=new_body(f"hang:{tmp_path / 'a'}")) as assist:
+                lines = assist.iter_lines()  # kept: a generator dropped closes the response
+                next(lines)  # the /assist stream is open: the one place is taken
+                with pytest.raises(openai.InternalServerError) as refused:
+                    client.chat.completions.create(model=MODEL, messages=[user("think")])
+                assert refused.value.status_code == 503 and refused.value.response.headers["retry-after"] == "1"
+                assert refused.value.body["type"] == "server_error"
+            assert wait_for_file(tmp_path / "a", timeout=3) is not None  # that stream has ended
+            stream = open_when_free(client, f"hang:{tmp_path / 'b'}")
+            chunks = iter(stream)
+            next(chunks)
+            refused_assist = http.post("/assist", json=new_body("think"))
+            assert refused_assist.status_code == 503, refused_assist.text
+            stream.close()
+
+
+def test_a_stream_open_at_shutdown_ends_with_a_503_error_and_done():
+    with running_server({**AGENT, "ASSIST_SHUTDOWN_GRACE": "0.5"}) as server:
+        body = {"model": MODEL, "messages": [user("hang:/dev/null")], "stream": True}
+        with httpx.stream("POST", server.url + "/v1/chat/completions", json=body, timeout=15) as response:
+            lines = response.iter_lines()
+            assert next(lines).startswith("data: ")  # the role chunk: the run has started
+            server.process.send_signal(signal.SIGTERM)
+            rest = "\n".join(lines)
+        payloads = data_lines(rest)
+        errors = [json.loads(p)["error"] for p in payloads if p.startswith('{"error"')]
+        assert [(e["code"], e["type"]) for e in errors] == [("503", "server_error")]
+        assert payloads[-1] == "[DONE]"
+        assert server.process.wait(timeout=15) in (0, -signal.SIGTERM)
+
+
+@pytest.mark.parametrize("factory", ["user_app", "user_app_without_the_face"])
+def test_add_routes_brings_the_face_only_when_given_its_prefix(factory):
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--factory",
+        f"tests.server.openai_agents:{factory}",
+        "--port",
+        str(port),
+    ]
+    with running_command(command, port, {"ASSIST_LOG_LEVEL": "warning"}) as app:
+        with openai.OpenAI(base_url=app.url + "/bots/chat/v1", api_key="unused", max_retries=0) as client:
+            if factory == "user_app":
+                completion = client.chat.completions.create(model=MODEL, messages=[user("think")])
+                assert completion.choices[0].message.content == "Forty-two."
+                assert httpx.get(app.url + "/v1/models").json() == {"owner": "the user's app"}
+            else:
+                with pytest.raises(openai.NotFoundError):
+                    client.models.list()
