@@ -18,8 +18,9 @@ from app.server.access_log import AccessLogMiddleware
 from app.server.assist import Assist
 from app.server.logs import configure_logging
 from app.server.openai.face import OpenAIFace
+from app.server.playground import add_playground
 from app.server.request_id import REQUEST_ID_HEADER
-from app.server.routes import docs_router, probes
+from app.server.routes import docs_router, probes, swagger_ui_router
 from app.server.settings import Settings, load_settings
 from app.server.validation import validation_error_handler
 from app.version import __version__
@@ -53,6 +54,8 @@ def create_app(settings: Settings | None = None, agent: AbstractAgent | None = N
     app.include_router(OpenAIFace(assist).router())  # /v1: the same agent, keys and limits
     app.include_router(probes)
     app.include_router(docs_router(assist.keys))
+    app.include_router(swagger_ui_router())
+    add_playground(app, agent, assist.keys)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     # Added innermost first: a request meets the access log, then CORS, then the routes.
     if settings.cors_origins:

@@ -1,11 +1,15 @@
 """The service's other routes: GET /healthz, /readyz and /metrics (open, for probes and
-scrapers), and the OpenAPI schema and its page (behind the key when keys are set)."""
+scrapers), and the OpenAPI schema and its page (behind the key when keys are set), whose
+Swagger UI files the service serves itself (open: they are the same for everyone)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from importlib import resources
+from pathlib import Path
+
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse
 
 from app.server.auth import BearerKeys
 from app.server.draining import is_draining
@@ -13,6 +17,14 @@ from app.server.metrics import metrics_endpoint
 
 OPENAPI_PATH = "/openapi.json"
 DOCS_PATH = "/docs"
+SWAGGER_UI_PATH = "/docs/swagger-ui"
+# Swagger UI's own files, from the fastapi-swagger package (which follows swagger-ui-dist's
+# releases): /docs works with no network, where FastAPI's default page loads them from a CDN.
+SWAGGER_UI_FILES = {
+    "swagger-ui-bundle.js": "text/javascript",
+    "swagger-ui.css": "text/css",
+    "favicon-32x32.png": "image/png",
+}
 
 probes = APIRouter()
 
@@ -45,6 +57,28 @@ def docs_router(keys: BearerKeys) -> APIRouter:
     @router.get(DOCS_PATH)
     async def docs(request: Request) -> HTMLResponse:
         root_path = request.scope.get("root_path", "").rstrip("/")  # mounted under a prefix: the schema is too
-        return get_swagger_ui_html(openapi_url=root_path + OPENAPI_PATH, title=f"{request.app.title} - docs")
+        files = root_path + SWAGGER_UI_PATH
+        return get_swagger_ui_html(
+            openapi_url=root_path + OPENAPI_PATH,
+            title=f"{request.app.title} - docs",
+            swagger_js_url=f"{files}/swagger-ui-bundle.js",
+            swagger_css_url=f"{files}/swagger-ui.css",
+            swagger_favicon_url=f"{files}/favicon-32x32.png",
+        )
+
+    return router
+
+
+def swagger_ui_router() -> APIRouter:
+    """Swagger UI's files for /docs, open: a browser loads them without the page's key."""
+    router = APIRouter(include_in_schema=False)
+    folder = Path(str(resources.files("fastapi_swagger.resources")))
+
+    @router.api_route(SWAGGER_UI_PATH + "/{name}", methods=["GET", "HEAD"])
+    async def swagger_ui_file(name: str) -> FileResponse:
+        media_type = SWAGGER_UI_FILES.get(name)
+        if media_type is None:  # only the files named above: no path reaches anything else
+            raise HTTPException(404, "no such file")
+        return FileResponse(folder / name, media_type=media_type, headers={"Cache-Control": "public, max-age=86400"})
 
     return router

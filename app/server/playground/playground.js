@@ -1,0 +1,358 @@
+// The playground: a chat with the service's agent over POST /assist, as Sentient Chat talks
+// to it. The service keeps no conversation, so the page does: every request carries the chat
+// so far as session.interactions, and a fresh query ULID. See docs/playground.md.
+import { EventSourceParserStream } from "./vendor/eventsource-parser/stream.js";
+import { TurnView, el } from "./render.js";
+import { ulid } from "./ulid.js";
+
+// Relative to the page, so that a service mounted under a prefix works as it is.
+const ASSIST_URL = new URL("../assist", document.baseURI);
+const CONFIG_URL = new URL("config.json", document.baseURI);
+// The key lives as long as the tab: typed once, not kept on the disk.
+const KEY_STORAGE = "assist-playground-key";
+
+const $ = (id) => document.getElementById(id);
+const ui = {
+  transcript: $("transcript"),
+  empty: $("empty"),
+  composer: $("composer"),
+  prompt: $("prompt"),
+  send: $("send"),
+  stop: $("stop"),
+  newChat: $("new-chat"),
+  keyToggle: $("key-toggle"),
+  keyPanel: $("key-panel"),
+  key: $("api-key"),
+  keyStatus: $("key-status"),
+  agentName: $("agent-name"),
+  agentDescription: $("agent-description"),
+};
+
+const state = {
+  chatId: ulid(),
+  processorId: null, // the agent's name: every event's source, and the session's processor_id
+  turns: [],
+  running: null, // {turn, controller} while a response streams
+  key: sessionStorage.getItem(KEY_STORAGE) || "",
+};
+
+// One exchange: the prompt, and the events that answered it as history keeps them.
+class Turn {
+  constructor(prompt) {
+    this.queryId = ulid();
+    this.prompt = prompt;
+    this.events = [];
+    this.openChunks = new Map();
+    this.source = null;
+  }
+
+  // A text stream's chunks are kept as one chunk (then its last one): the agent reads the same
+  // text from them (docs/protocol.md, "A turn of history"), and a long answer's history is a
+  // few events, not thousands, so the chat stays under the service's body limit for longer.
+  record(event) {
+    this.source ??= isText(event.source) ? event.source : null;
+    if (event.content_type === "chunked.text" && !event.is_complete) {
+      const merged = this.openChunks.get(event.stream_id);
+      if (merged) {
+        merged.content += event.content;
+        return;
+      }
+      const first = { ...event };
+      this.openChunks.set(event.stream_id, first);
+      this.events.push(first);
+      return;
+    }
+    if (event.content_type === "chunked.text") this.openChunks.delete(event.stream_id);
+    this.events.push(event);
+  }
+
+  interaction() {
+    return {
+      request: {
+        event: {
+          id: this.queryId,
+          chatId: state.chatId,
+          content: { capability: "assist", request_payload: { parts: [{ prompt: this.prompt, fileIds: [] }] } },
+        },
+      },
+      responses: this.events.map((event) => ({ event })),
+    };
+  }
+}
+
+const isText = (value) => typeof value === "string";
+
+// Rendering happens once per animation frame, for every event that came since the last: a
+// fast answer of thousands of events costs a frame's work per frame, not a layout per event.
+let queue = [];
+let frameRequested = false;
+const viewsWithText = new Set();
+
+function later(view, work) {
+  queue.push(work);
+  viewsWithText.add(view);
+  requestFrame();
+}
+
+function requestFrame() {
+  if (!frameRequested) {
+    frameRequested = true;
+    requestAnimationFrame(renderFrame);
+  }
+}
+
+function renderFrame() {
+  frameRequested = false;
+  const stick = nearBottom();
+  const work = queue;
+  queue = [];
+  for (const step of work) step();
+  const now = performance.now();
+  for (const view of viewsWithText) if (!view.renderText(now)) viewsWithText.delete(view);
+  if (stick) ui.transcript.scrollTop = ui.transcript.scrollHeight;
+  if (viewsWithText.size) requestFrame(); // text left to render once its interval is up
+}
+
+function nearBottom() {
+  const t = ui.transcript;
+  return t.scrollHeight - t.scrollTop - t.clientHeight < 80;
+}
+
+function scrollToBottom() {
+  ui.transcript.scrollTop = ui.transcript.scrollHeight;
+}
+
+function authHeaders() {
+  return state.key ? { Authorization: `Bearer ${state.key}` } : {};
+}
+
+function session(history) {
+  const processorId = state.processorId ?? history.findLast((turn) => turn.source)?.source;
+  if (!processorId) return undefined; // the service makes one (processor_id: the agent's name)
+  return {
+    processor_id: processorId,
+    activity_id: state.chatId,
+    request_id: ulid(),
+    interactions: history.map((turn) => turn.interaction()),
+  };
+}
+
+async function send(prompt) {
+  if (state.running || !prompt.trim()) return;
+  // Only turns the agent answered are history; a refused request (401, 422, ...) is not.
+  const history = state.turns.filter((turn) => turn.events.length > 0);
+  for (const turn of state.turns) turn.view.closeQuestions();
+  const turn = new Turn(prompt);
+  turn.view = addTurn(turn);
+  state.turns.push(turn);
+  const body = { query: { id: turn.queryId, prompt } };
+  const chat = session(history);
+  if (chat) body.session = chat;
+
+  const controller = new AbortController();
+  state.running = { turn, controller };
+  setRunning(true);
+  let how = "done";
+  let message = "";
+  try {
+    const response = await fetch(ASSIST_URL, {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "text/event-stream", ...authHeaders() },
+      body: JSON.stringify(body),
+      signal: controller.signal,
+      cache: "no-store",
+    });
+    if (!response.ok) {
+      how = "failed";
+      message = await refused(turn, response, prompt);
+      return;
+    }
+    const reader = response.body
+      .pipeThrough(new TextDecoderStream())
+      .pipeThrough(new EventSourceParserStream())
+      .getReader();
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      frame(turn, value);
+    }
+    if (!turn.sawDone) {
+      how = "failed";
+      message = "the connection closed before done";
+      later(turn.view, () => turn.view.clientError("connection", "The response ended without its done event."));
+    }
+  } catch (error) {
+    if (controller.signal.aborted) {
+      how = "stopped";
+    } else {
+      how = "failed";
+      message = "the connection failed";
+      const text = `The connection to the service failed: ${error?.message || error}`;
+      later(turn.view, () => turn.view.clientError("connection", text));
+    }
+  } finally {
+    state.running = null;
+    setRunning(false);
+    later(turn.view, () => turn.view.finish(how, message));
+  }
+}
+
+// One SSE frame: an event's JSON (pings are comments, which the parser never passes on).
+function frame(turn, sse) {
+  let event;
+  try {
+    event = JSON.parse(sse.data);
+  } catch {
+    event = null;
+  }
+  if (event === null || typeof event !== "object" || Array.isArray(event)) {
+    later(turn.view, () => turn.view.clientError("frame", `A frame that is not an event: ${sse.data.slice(0, 200)}`));
+    return;
+  }
+  turn.record(event);
+  if (event.content_type === "atomic.done") turn.sawDone = true;
+  const receivedAt = performance.now(); // rendering comes a frame later: time THINKING by arrival
+  later(turn.view, () => turn.view.apply(event, receivedAt));
+}
+
+// A response that is not a stream: {"detail": ...}, shown with its status; returns a summary.
+async function refused(turn, response, prompt) {
+  let detail = null;
+  try {
+    detail = (await response.json()).detail;
+  } catch {
+    // no JSON body
+  }
+  let text = typeof detail === "string" ? detail : response.statusText || "refused";
+  let details = null;
+  if (Array.isArray(detail)) {
+    text = "The request is not valid: " + detail.map((e) => `${(e.loc || []).join(".")}: ${e.msg}`).join("; ");
+    details = { errors: detail };
+  }
+  if (response.status === 401) {
+    showKeyPanel(state.key ? "The key was refused: type another." : "This service needs an API key.");
+    text += ". Type the key above, then send again.";
+  } else if (response.status === 413) {
+    text += ". The chat is longer than the service takes: start a New chat.";
+  } else if (response.status === 503) {
+    text += ". Try again in a moment.";
+  }
+  later(turn.view, () => turn.view.clientError(response.status, text, details));
+  // Give the prompt back, so that sending again is one keypress.
+  if (!ui.prompt.value) ui.prompt.value = prompt;
+  return `refused: HTTP ${response.status}`;
+}
+
+function addTurn(turn) {
+  ui.empty.hidden = true;
+  const item = el("article", "turn");
+  item.dataset.queryId = turn.queryId;
+  const user = el("div", "user-message", turn.prompt);
+  const answer = el("div", "assistant");
+  item.append(user, answer);
+  ui.transcript.append(item);
+  scrollToBottom();
+  return new TurnView(answer, { onAnswer: (text) => void send(text) });
+}
+
+function setRunning(running) {
+  ui.send.hidden = running;
+  ui.stop.hidden = !running;
+  document.body.dataset.running = String(running);
+}
+
+function stop() {
+  state.running?.controller.abort();
+}
+
+function newChat() {
+  stop();
+  state.turns = [];
+  state.chatId = ulid();
+  queue = [];
+  viewsWithText.clear();
+  for (const turn of ui.transcript.querySelectorAll(".turn")) turn.remove();
+  ui.empty.hidden = false;
+  ui.prompt.focus();
+}
+
+// Whether the service needs a key, whether ours is good, and the agent's name.
+async function loadConfig() {
+  let config;
+  try {
+    const response = await fetch(CONFIG_URL, { headers: authHeaders(), cache: "no-store" });
+    if (!response.ok) return;
+    config = await response.json();
+  } catch {
+    return;
+  }
+  ui.keyToggle.hidden = !config.key_required;
+  if (config.agent) {
+    state.processorId = config.agent.name;
+    ui.agentName.textContent = config.agent.name;
+    ui.agentDescription.textContent = config.agent.description || "";
+    document.title = `${config.agent.name} · Playground`;
+  }
+  if (config.key_required && !config.key_accepted) {
+    showKeyPanel(state.key ? "The key was refused: type another." : "This service needs an API key.");
+  } else if (config.key_required) {
+    ui.keyStatus.textContent = "Key accepted.";
+    ui.keyToggle.textContent = "API key ✓";
+    ui.keyPanel.hidden = true;
+  }
+}
+
+function showKeyPanel(text) {
+  ui.keyToggle.hidden = false;
+  ui.keyToggle.textContent = "API key";
+  ui.keyPanel.hidden = false;
+  ui.keyStatus.textContent = text;
+  ui.key.focus();
+}
+
+function saveKey() {
+  state.key = ui.key.value.trim();
+  if (state.key) sessionStorage.setItem(KEY_STORAGE, state.key);
+  else sessionStorage.removeItem(KEY_STORAGE);
+  ui.keyStatus.textContent = "Checking…";
+  void loadConfig();
+}
+
+function fitPrompt() {
+  ui.prompt.style.height = "auto";
+  ui.prompt.style.height = Math.min(ui.prompt.scrollHeight, 200) + "px";
+}
+
+ui.composer.addEventListener("submit", (event) => {
+  event.preventDefault();
+  if (state.running) return;
+  const prompt = ui.prompt.value;
+  if (!prompt.trim()) return;
+  ui.prompt.value = "";
+  fitPrompt();
+  void send(prompt);
+});
+ui.prompt.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    ui.composer.requestSubmit();
+  }
+});
+ui.prompt.addEventListener("input", fitPrompt);
+document.addEventListener("keydown", (event) => {
+  if (event.key === "Escape" && state.running) stop();
+});
+ui.stop.addEventListener("click", stop);
+ui.newChat.addEventListener("click", newChat);
+ui.keyToggle.addEventListener("click", () => {
+  ui.keyPanel.hidden = !ui.keyPanel.hidden;
+  if (!ui.keyPanel.hidden) ui.key.focus();
+});
+ui.keyPanel.addEventListener("submit", (event) => {
+  event.preventDefault();
+  saveKey();
+});
+
+ui.key.value = state.key;
+void loadConfig();
+ui.prompt.focus();
