@@ -49,6 +49,10 @@ def _serve(args: argparse.Namespace) -> int:
         if settings.resume_secret is None:
             # One secret for all the workers of this start: a pause made by one resumes in any.
             os.environ["ASSIST_RESUME_SECRET"] = secrets.token_urlsafe(32)
+        if args.reload:
+            # The working directory, as uvicorn watches by default, and the agents' own when
+            # ASSIST_AGENTS_DIR puts them elsewhere: editing an agent restarts the service.
+            options["reload_dirs"] = sorted({os.getcwd(), str(settings.agents_dir.resolve())})
         with _metrics_shared_across_workers(args.workers > 1):
             uvicorn.run("app.main:app", reload=args.reload, workers=None if args.reload else args.workers, **options)
     else:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.support.server import ROOT, clean_env, free_port, running_command
@@ -133,3 +135,28 @@ def test_agents_dir_names_another_directory(project, tmp_path):
         check=True,
     )
     assert [line.split()[0] for line in done.stdout.splitlines()] == ["moved"]
+
+
+def answer_of(url: str) -> str:
+    (event,) = [event for event in read_stream(url, new_body("hi")).events if event["event_name"] == "ANSWER"]
+    return str(event["content"])
+
+
+def test_reload_restarts_when_a_file_of_an_agents_dir_elsewhere_changes(project, tmp_path_factory):
+    elsewhere = tmp_path_factory.mktemp("elsewhere")  # outside the working directory (`project`)
+    agent_file = elsewhere / "fresh.py"
+    agent_file.write_text(AGENT_FILE)
+    port = free_port()
+    command = [str(BIN / "assist"), "serve", "--reload", "--port", str(port), "--agent", "fresh"]
+    with running_command(command, port, {"ASSIST_AGENTS_DIR": str(elsewhere)}, cwd=project) as server:
+        assert answer_of(server.url) == "from a file added after the install"
+        agent_file.write_text(AGENT_FILE.replace("from a file added after the install", "edited"))
+        deadline = time.monotonic() + 20
+        answer = ""
+        while time.monotonic() < deadline and answer != "edited":
+            time.sleep(0.3)
+            try:
+                answer = answer_of(server.url)
+            except httpx.TransportError:
+                continue  # restarting
+        assert answer == "edited"
