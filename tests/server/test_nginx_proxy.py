@@ -243,23 +243,47 @@ def seconds(value: str) -> float:
     return float(value.removesuffix("s"))
 
 
-def test_the_stream_settings_leave_events_unbuffered_and_outlast_the_pings():
+def location_block(name: str) -> str:
+    """The body of proxy.conf's `location <name> { ... }` (no nested blocks there)."""
+    text = (SHIPPED / "proxy.conf").read_text()
+    found = re.search(rf"(?m)^location {re.escape(name)} \{{\n(.*?)^\}}", text, re.S)
+    assert found is not None, f"proxy.conf has no `location {name}`"
+    return found.group(1)
+
+
+def block_directive(block: str, name: str) -> list[list[str]]:
+    return [line.split() for line in re.findall(rf"(?m)^\s*{name}\s+([^;#]+);", block)]
+
+
+def test_the_stream_settings_leave_events_unbuffered():
     assert directive("proxy_buffering", "stream.conf") == [["off"]]
     assert directive("proxy_ignore_headers", "stream.conf") == [["X-Accel-Buffering"]]
     assert directive("gzip", "stream.conf") == [["off"]]
-    ((read_timeout,),) = directive("proxy_read_timeout", "stream.conf")
-    assert seconds(read_timeout) >= 3 * Settings().ping_interval, "a stream between two pings must not time out"
-    # Nothing bounds a stream's whole length but the service's own time limit.
-    assert not directive("proxy_next_upstream_timeout", "stream.conf")
 
 
-def test_both_streamed_answers_take_the_stream_settings():
+def test_every_streamed_answer_takes_the_stream_settings():
     text = (SHIPPED / "proxy.conf").read_text()
-    streaming = re.findall(r"(?m)^location ~ (\S+) \{\n(?:    .*\n|\s*\n)*?    include assist/stream\.conf;", text)
-    assert len(streaming) == 1, streaming
-    for path in ("/assist", "/v1/chat/completions"):
-        assert re.fullmatch(streaming[0].strip("^$"), path), path
-    assert not re.fullmatch(streaming[0].strip("^$"), "/v1/models")
+    streaming = re.findall(r"(?m)^location (.+?) \{\n(?:    .*\n|\s*\n)*?    include assist/stream\.conf;", text)
+    assert sorted(streaming) == ["= /assist", "= /v1/chat/completions", "@assist_stream_retry"]
+
+
+def test_an_assist_stream_outlasts_the_pings_and_only_a_503_before_the_agent_is_retried():
+    for name in ("= /assist", "@assist_stream_retry"):
+        ((read_timeout,),) = block_directive(location_block(name), "proxy_read_timeout")
+        assert seconds(read_timeout) >= 3 * Settings().ping_interval, "a stream between two pings must not time out"
+        # Nothing bounds a stream's whole length but the service's own time limit.
+        assert not block_directive(location_block(name), "proxy_next_upstream_timeout")
+    assert ["503", "=", "@assist_stream_retry"] in block_directive(location_block("= /assist"), "error_page")
+
+
+def test_a_completion_is_never_retried_or_replaced_and_may_be_silent_for_a_whole_run():
+    """A non-streamed completion's status is its run's outcome (500, 504, a 503 after the
+    agent ran): nginx must pass it on as it is, and wait for the run to end."""
+    block = location_block("= /v1/chat/completions")
+    assert not block_directive(block, "proxy_intercept_errors")
+    assert not block_directive(block, "error_page")
+    ((read_timeout,),) = block_directive(block, "proxy_read_timeout")
+    assert seconds(read_timeout) > Settings().request_timeout
 
 
 def test_the_client_limits_are_the_services():
@@ -536,3 +560,20 @@ def test_a_process_at_its_stream_limit_has_the_request_retried_once_on_the_other
         assert full.headers["retry-after"] == "1"
         assert "concurrent streams" in full.json()["detail"]
         assert full.headers["x-request-id"] == "both-full"
+
+
+def test_a_completions_run_outcome_reaches_the_client_as_the_service_sent_it(tmp_path):
+    """The time limit's 504 (and OpenAI's error body) passes through; the agent ran once."""
+    with proxied_pair(tmp_path, ASSIST_REQUEST_TIMEOUT="1") as proxy, proxy.client() as client:
+        answer = client.post(
+            "/v1/chat/completions",
+            json={"model": "scripted", "messages": [{"role": "user", "content": "silent:5"}]},
+            headers={"X-Request-ID": "completion-times-out"},
+        )
+        assert answer.status_code == 504, answer.text
+        assert answer.json()["error"]["code"] == "504"
+        assert logged_request(proxy, "completion-times-out") is not None
+        runs = [
+            e for s in proxy.upstreams.values() for e in access_entries(s) if e["request_id"] == "completion-times-out"
+        ]
+        assert len(runs) == 1, runs
