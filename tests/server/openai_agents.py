@@ -9,7 +9,7 @@ from fastapi import FastAPI
 
 from app import FINAL_RESPONSE, ResponseHandler, Session, add_routes
 from app.protocol.history import messages_from
-from tests.support.agents import ScriptedAgent
+from tests.support.agents import SECRET, ScriptedAgent
 
 
 class ChatAgent(ScriptedAgent):
@@ -39,6 +39,39 @@ class ChatAgent(ScriptedAgent):
         await handler.emit_json("USAGE", {"requests": 1, "input_tokens": 3, "output_tokens": 2, "total_tokens": 5})
         await handler.complete()
 
+    async def _say(self, session: Session, argument, handler: ResponseHandler) -> None:
+        """The argument, as it came, as the answer (a lone surrogate included)."""
+        await handler.respond(FINAL_RESPONSE, argument)
+
+    async def _fail(self, session: Session, argument, handler: ResponseHandler) -> None:
+        """`fail:<code>:<path>[:<message>]`: a line added to `path` (one per run), then an error
+        with that code (`raise`: the agent raises)."""
+        code, _, rest = argument.partition(":")
+        path, _, message = rest.partition(":")
+        if path:
+            with open(path, "a") as runs:
+                runs.write("ran\n")
+        if code == "raise":
+            raise RuntimeError(SECRET)
+        await handler.emit_error(message or "it failed", error_code=int(code))
+        await handler.complete()
+
+    async def _big(self, session: Session, argument, handler: ResponseHandler) -> None:
+        """`big:<event>:<characters>[:final]`: that many characters of a text stream named
+        `event`, then (`final`) a short FINAL_RESPONSE."""
+        name, _, rest = argument.partition(":")
+        count, _, then = rest.partition(":")
+        stream = handler.create_text_stream(name)
+        piece = "x" * 65_536
+        left = int(count)
+        while left > 0:
+            await stream.emit_chunk(piece[:left])
+            left -= len(piece)
+        await stream.complete()
+        if then == "final":
+            await handler.respond(FINAL_RESPONSE, "the short answer")
+        await handler.complete()
+
     async def _resumed(self, session: Session, answer, handler: ResponseHandler) -> None:
         resumed = session.resumed
         text = f"resumed {resumed.pause.kind} with {answer!r}, state {json.dumps(resumed.state, sort_keys=True)}"
@@ -64,6 +97,11 @@ def user_app() -> FastAPI:
         return {"owner": "the user's app"}
 
     add_routes(app, ChatAgent(), path="/bots/chat", openai_prefix="/v1")
+
+    @app.get("/bots/chat/v1/status")  # under the face's prefix, added after it: still the app's
+    async def users_own_status() -> dict[str, str]:
+        return {"owner": "the user's app"}
+
     return app
 
 

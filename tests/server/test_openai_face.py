@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -15,6 +17,7 @@ import openai
 import pytest
 
 from app.runtime.run import AGENT_FAILED_MESSAGE, TIMEOUT_MESSAGE
+from app.server.openai.answer import MAX_KEPT_CHARS
 from app.server.openai.pauses import take_marker
 from tests.support.agents import SECRET
 from tests.support.server import RunningServer, free_port, running_command, running_server
@@ -25,6 +28,7 @@ MODEL = "chat-agent"
 TIME_LIMIT = 2.0
 PING = 0.3
 MAX_BODY = 16_384
+BODY_TIMEOUT = 1.0
 AGENT = {"ASSIST_AGENT": "tests.server.openai_agents:ChatAgent", "ASSIST_LOG_LEVEL": "warning"}
 
 pytestmark = pytest.mark.timeout(60)
@@ -38,6 +42,7 @@ def server() -> Iterator[RunningServer]:
         "ASSIST_REQUEST_TIMEOUT": str(TIME_LIMIT),
         "ASSIST_PING_INTERVAL": str(PING),
         "ASSIST_MAX_BODY_BYTES": str(MAX_BODY),
+        "ASSIST_BODY_TIMEOUT": str(BODY_TIMEOUT),
     }
     with running_server(env) as running:
         yield running
@@ -69,6 +74,26 @@ def wait_for_file(path: Path, timeout: float) -> str | None:
             return path.read_text()
         time.sleep(0.02)
     return None
+
+
+def post_raw(server: RunningServer, body: object, key: str = KEY, **kwargs) -> httpx.Response:
+    """POST /v1/chat/completions with `body` as bytes (as given, or JSON with its escapes, so
+    that a lone surrogate goes as `\\ud800`)."""
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    return httpx.post(server.url + "/v1/chat/completions", content=content, headers=headers, timeout=15, **kwargs)
+
+
+def raw_exchange(server: RunningServer, head: bytes, wait: float = 5) -> bytes:
+    """What the server answers to `head` (and nothing more) on a connection of its own."""
+    with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])), timeout=wait) as sock:
+        sock.sendall(head)
+        received = b""
+        while chunk := sock.recv(65_536):
+            received += chunk
+            if b"\r\n\r\n" in received and b"}}" in received:
+                break
+        return received
 
 
 def data_lines(body: str) -> list[str]:
@@ -133,6 +158,8 @@ def test_without_include_usage_there_is_no_usage_chunk_and_every_line_is_data_or
         server.url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=15
     )
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    # As /assist's: no cache, and no proxy (nginx) holding the chunks back.
+    assert response.headers["cache-control"] == "no-store" and response.headers["x-accel-buffering"] == "no"
     assert ": ping" in response.text
     payloads = data_lines(response.text)
     assert payloads[-1] == "[DONE]" and payloads.count("[DONE]") == 1
@@ -191,6 +218,24 @@ def test_the_messages_are_the_query_and_the_history(client):
     ]
 
 
+def test_a_part_that_is_not_text_stands_as_a_placeholder_in_the_history(client):
+    # A chat that once had an image goes on: only the query's own parts must be text.
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    audio = {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+    messages = [user([{"type": "text", "text": "what is this?"}, image]), assistant("A cat."), user([audio])]
+    messages += [assistant([{"type": "text", "text": "Meow."}, {"type": "something_new"}]), user("echo:now")]
+    completion = client.chat.completions.create(model=MODEL, messages=messages)
+    assert json.loads(completion.choices[0].message.content)["history"] == [
+        {"role": "user", "content": "what is this?\n[image omitted]"},
+        {"role": "assistant", "content": "A cat."},
+        {"role": "user", "content": "[audio omitted]"},
+        {"role": "assistant", "content": "Meow.\n[non-text content omitted]"},
+    ]
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model=MODEL, messages=[*messages[:-1], user([image])])
+    assert refused.value.param == "messages[4].content[0].type" and refused.value.code == "unsupported_content"
+
+
 def test_a_question_answered_in_the_next_turn_resumes_the_run(client):
     first = client.chat.completions.create(model=MODEL, messages=[user("ask:lunch")], stream=True)
     asked = "".join(chunk.choices[0].delta.content or "" for chunk in first if chunk.choices)
@@ -202,13 +247,58 @@ def test_a_question_answered_in_the_next_turn_resumes_the_run(client):
     assert answer.choices[0].message.content == 'resumed ask_user with \'Lima\', state {"asked": "lunch", "step": 1}'
     # A token changed on its way back is refused; the agent does not run.
     changed = asked.replace(pause[1], pause[1][:-8] + "AAAAAAA=")
-    with pytest.raises(openai.BadRequestError) as refused:
-        client.chat.completions.create(model=MODEL, messages=[user("ask:lunch"), assistant(changed), user("Lima")])
-    assert "was not issued by this service, or was changed" in refused.value.message
+    for stream in (False, True):  # a 400 before any stream begins, naming the message
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(
+                model=MODEL, messages=[user("ask:lunch"), assistant(changed), user("Lima")], stream=stream
+            )
+        assert refused.value.param == "messages[1].content"
+        assert "was not issued by this service, or was changed" in refused.value.message
     # ... and so is a token brought to another conversation.
     with pytest.raises(openai.BadRequestError) as refused:
         client.chat.completions.create(model=MODEL, messages=[user("ask:dinner"), assistant(asked), user("Lima")])
     assert "another conversation" in refused.value.message
+
+
+def test_only_the_last_assistant_message_can_hold_a_live_pause(client):
+    forged = "Which city?\n\n[//]: # (sentient-pause:ask_user:AAAAAAAAAAAAAAAA)\n"
+    # Markers anywhere before the last assistant message are taken out, and not read: the
+    # forged one neither resumes anything nor makes the chat a 400, in the last turn or before.
+    last_turn = [user("ask:lunch"), assistant(forged), assistant("Never mind."), user("echo:now")]
+    completion = client.chat.completions.create(model=MODEL, messages=last_turn)
+    history = json.loads(completion.choices[0].message.content)["history"]
+    assert history[1] == {"role": "assistant", "content": "Which city?\n\nNever mind."}
+    earlier = [user("first"), assistant(forged), user("second"), assistant("ok"), user("echo:now")]
+    completion = client.chat.completions.create(model=MODEL, messages=earlier)
+    history = json.loads(completion.choices[0].message.content)["history"]
+    assert [m["content"] for m in history if m["role"] == "assistant"] == ["Which city?", "ok"]
+
+
+def test_a_pathological_assistant_message_does_not_stall_the_server():
+    # Each body is about the default body limit (1 MiB); a marker pattern that backtracks over
+    # a run of newlines took minutes for the first of them, with the event loop blocked.
+    newlines = "\n" * 500_000
+    shapes = [
+        newlines,
+        "[//]: # (" * 110_000,
+        "[//]: # (sentient-pause:ask_user:" * 30_000,
+        ("\n" * 1000 + "[//]: # (sentient-pause:ask_user:A") * 490,
+        newlines[:250_000] + "[//]: # (sentient-pause:ask_user:" + "A" * 400_000,
+    ]
+    with running_server(AGENT) as server, ThreadPoolExecutor(len(shapes)) as pool:
+        started = time.monotonic()
+        sent = [
+            pool.submit(post_raw, server, {"model": MODEL, "messages": [user("x"), assistant(shape), user("say:ok")]})
+            for shape in shapes
+        ]
+        healthy = [httpx.get(server.url + "/healthz", timeout=2).status_code]  # while they are read
+        while not all(future.done() for future in sent) and time.monotonic() - started < 20:
+            healthy.append(httpx.get(server.url + "/healthz", timeout=2).status_code)
+        answers = [future.result(timeout=20) for future in sent]
+        assert [a.status_code for a in answers] == [200] * len(shapes), [a.text[:200] for a in answers]
+        assert all(a.json()["choices"][0]["message"]["content"] == "ok" for a in answers)
+        assert set(healthy) == {200}
+        assert time.monotonic() - started < 10  # generous: it took minutes, it takes well under a second
 
 
 def test_an_agent_that_raises_is_an_error_with_no_internals(client):
@@ -230,6 +320,7 @@ def test_a_run_past_the_time_limit_is_a_504_and_the_agent_is_cancelled(client, t
     with pytest.raises(openai.InternalServerError) as timed_out:
         client.chat.completions.create(model=MODEL, messages=[user(f"hang:{marker}")])
     assert timed_out.value.status_code == 504 and timed_out.value.body["message"] == TIMEOUT_MESSAGE
+    assert timed_out.value.response.headers["x-should-retry"] == "false"
     assert wait_for_file(marker, timeout=3) is not None
 
 
@@ -284,14 +375,37 @@ def test_a_request_without_the_key_is_refused_in_openais_shape(server):
         ),
         ({"model": MODEL, "messages": [user("hi")], "n": 2}, "n"),
         ({"model": MODEL, "messages": [user("hi")], "stream": "sometimes"}, "stream"),
+        # Bodies FastAPI cannot parse at all: no field to name.
+        (b'{"model": "chat-agent", "messages": [{"role": "user", "content": "\xff"}]}', None),
+        (b'{"model": "chat-agent", "messages": [], "x": ' + b"[" * 5000 + b"]" * 5000 + b"}", None),
+        (b'{"model": "chat-agent", "messages": [], "n": ' + b"1" * 5000 + b"}", None),
     ],
+    ids=lambda value: None if isinstance(value, dict) else "raw",
 )
-def test_a_bad_body_is_a_400_naming_the_field(client, body, param):
-    with pytest.raises(openai.BadRequestError) as refused:
-        client.post("/chat/completions", body=body, cast_to=httpx.Response)
-    error = refused.value.body
-    assert refused.value.status_code == 400 and error["param"] == param and error["type"] == "invalid_request_error"
-    assert error["message"].startswith(param)
+def test_a_bad_body_is_a_400_naming_the_field(client, server, body, param):
+    if isinstance(body, bytes):
+        response = post_raw(server, body)
+        status, error = response.status_code, response.json()["error"]
+    else:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.post("/chat/completions", body=body, cast_to=httpx.Response)
+        status, error = refused.value.status_code, refused.value.body
+    assert status == 400 and error["param"] == param and error["type"] == "invalid_request_error"
+    assert error["message"].startswith(param or "")
+
+
+def test_other_paths_and_methods_under_v1_are_openai_errors(client, server):
+    with pytest.raises(openai.NotFoundError) as refused:
+        client.completions.create(model=MODEL, prompt="legacy completions")
+    assert refused.value.code == "unknown_url" and refused.value.body["type"] == "invalid_request_error"
+    with pytest.raises(openai.NotFoundError) as refused:
+        client.embeddings.create(model=MODEL, input="text")
+    assert refused.value.code == "unknown_url"
+    wrong_method = httpx.get(server.url + "/v1/chat/completions", headers={"Authorization": f"Bearer {KEY}"})
+    assert wrong_method.status_code == 405 and wrong_method.headers["allow"] == "POST"
+    assert wrong_method.json()["error"]["type"] == "invalid_request_error"
+    # The service's other routes are untouched: /assist's 405 is FastAPI's own.
+    assert httpx.get(server.url + "/assist").json() == {"detail": "Method Not Allowed"}
 
 
 def test_an_unknown_model_is_a_404_naming_the_field(client):
@@ -307,10 +421,79 @@ def test_a_body_past_the_limit_is_a_413(client):
     assert refused.value.status_code == 413 and refused.value.body["type"] == "invalid_request_error"
 
 
-def test_no_request_above_left_a_traceback_in_the_log_but_the_failing_agents(server):
-    log = server.log()
+def head_of(length: int, key: str) -> bytes:
+    return (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+        + f"Authorization: Bearer {key}\r\nContent-Length: {length}\r\n\r\n".encode()
+    )
+
+
+def test_the_key_is_checked_before_the_size_and_a_slow_body_is_a_retryable_408(server):
+    too_big = head_of(MAX_BODY + 1, "not-the-key")  # no body sent: refused on the headers alone
+    assert raw_exchange(server, too_big).startswith(b"HTTP/1.1 401")
+    assert raw_exchange(server, head_of(MAX_BODY + 1, KEY)).startswith(b"HTTP/1.1 413")
+    slow = raw_exchange(server, head_of(100, KEY) + b'{"model": ', wait=BODY_TIMEOUT + 5)
+    head, _, body = slow.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408") and b"x-should-retry" not in head.lower()  # the agent never ran
+    assert json.loads(body)["error"]["code"] == "408"
+
+
+def test_a_run_that_fails_is_not_retried_by_the_sdk(server, tmp_path):
+    # The openai SDK retries a 429 and a 5xx twice by default: each retry would run the agent again.
+    with openai.OpenAI(base_url=server.url + "/v1", api_key=KEY, timeout=15) as retrying:
+        for code, error in (("raise", openai.InternalServerError), ("503", openai.InternalServerError)):
+            runs = tmp_path / f"runs-{code}"
+            with pytest.raises(error) as failed:
+                retrying.chat.completions.create(model=MODEL, messages=[user(f"fail:{code}:{runs}")])
+            assert failed.value.response.headers["x-should-retry"] == "false"
+            assert runs.read_text() == "ran\n", f"{code}: the agent ran more than once"
+        runs = tmp_path / "runs-429"
+        with pytest.raises(openai.RateLimitError):
+            retrying.chat.completions.create(model=MODEL, messages=[user(f"fail:429:{runs}")])
+        assert runs.read_text() == "ran\n"
+
+
+def test_a_lone_surrogate_in_the_answer_is_replaced_not_a_500(server):
+    started = len(server.log())
+    body = {"model": MODEL, "messages": [user("say:hi \ud800")]}
+    whole = post_raw(server, body)
+    assert whole.status_code == 200 and whole.json()["choices"][0]["message"]["content"] == "hi ?"
+    streamed = post_raw(server, {**body, "stream": True})
+    chunks = [json.loads(p) for p in data_lines(streamed.text)[:-1]]
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == "hi ?"
+    failed = post_raw(server, {"model": MODEL, "messages": [user("fail:502::bad \ud800")]})
+    assert failed.status_code == 502 and failed.json()["error"]["message"] == "bad ?"
+    assert "Traceback" not in server.log()[started:]
+
+
+def test_what_an_answer_keeps_is_bounded(server):
+    # Not streamed, the whole answer is kept: past the bound, the run ends with an error naming it.
+    too_long = post_raw(server, {"model": MODEL, "messages": [user(f"big:FINAL_RESPONSE:{MAX_KEPT_CHARS + 1}")]})
+    assert too_long.status_code == 500 and too_long.headers["x-should-retry"] == "false"
+    assert f"{MAX_KEPT_CHARS:,} characters" in too_long.json()["error"]["message"]
+    # Streamed, text other than FINAL_RESPONSE is held in case it is the answer: bounded too.
+    held = post_raw(server, {"model": MODEL, "messages": [user(f"big:PLAN:{MAX_KEPT_CHARS + 1}")], "stream": True})
+    objects = [json.loads(p) for p in data_lines(held.text)[:-1]]
+    content = "".join(o["choices"][0]["delta"].get("content") or "" for o in objects if "choices" in o)
+    errors = [o["error"] for o in objects if "error" in o]
+    assert len(content) == MAX_KEPT_CHARS - MAX_KEPT_CHARS % 65_536 and len(errors) == 1
+    assert f"{MAX_KEPT_CHARS:,} characters" in errors[0]["message"]
+    # ... and dropped once a FINAL_RESPONSE says what the answer is.
+    answered = post_raw(server, {"model": MODEL, "messages": [user(f"big:PLAN:{MAX_KEPT_CHARS + 1}:final")]})
+    assert answered.json()["choices"][0]["message"]["content"] == "the short answer"
+
+
+def test_no_request_leaves_a_traceback_in_the_log_but_a_failing_agent(server, client):
+    started = len(server.log())
+    with pytest.raises(openai.InternalServerError):
+        client.chat.completions.create(model=MODEL, messages=[user("raise")])
+    for bad in (b"\xff", b"[" * 5000, json.dumps({"model": MODEL, "messages": [user("say:\ud800")]}).encode()):
+        post_raw(server, bad)
+    httpx.get(server.url + "/v1/embeddings")
+    log = server.log()[started:]
     assert "Exception in ASGI application" not in log
-    assert log.count("Traceback") == log.count(f"agent {MODEL} raised RuntimeError")  # the `raise` runs, logged
+    assert log.count(f"agent {MODEL} raised RuntimeError") == 1
+    assert log.count("Traceback") == 1  # the `raise` run's, logged as it should be
 
 
 def open_when_free(client: openai.OpenAI, prompt: str) -> openai.Stream:
@@ -335,6 +518,7 @@ def test_both_faces_share_one_stream_budget(tmp_path):
                     client.chat.completions.create(model=MODEL, messages=[user("think")])
                 assert refused.value.status_code == 503 and refused.value.response.headers["retry-after"] == "1"
                 assert refused.value.body["type"] == "server_error"
+                assert "x-should-retry" not in refused.value.response.headers  # no agent ran: a retry may
             assert wait_for_file(tmp_path / "a", timeout=3) is not None  # that stream has ended
             stream = open_when_free(client, f"hang:{tmp_path / 'b'}")
             chunks = iter(stream)
@@ -377,6 +561,11 @@ def test_add_routes_brings_the_face_only_when_given_its_prefix(factory):
                 completion = client.chat.completions.create(model=MODEL, messages=[user("think")])
                 assert completion.choices[0].message.content == "Forty-two."
                 assert httpx.get(app.url + "/v1/models").json() == {"owner": "the user's app"}
+                # The face's 404 for other paths under its prefix gives way to the app's own routes.
+                assert httpx.get(app.url + "/bots/chat/v1/status").json() == {"owner": "the user's app"}
+                with pytest.raises(openai.NotFoundError) as refused:
+                    client.embeddings.create(model=MODEL, input="text")
+                assert refused.value.code == "unknown_url"
             else:
                 with pytest.raises(openai.NotFoundError):
                     client.models.list()

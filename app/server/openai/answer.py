@@ -6,7 +6,8 @@ lines (streaming) or into one `chat.completion` (not streaming).
 - `ASK_USER`, `INTERRUPT`: `content`, the question (its choices, or the tool call to approve),
   and the pause's token (app/server/openai/pauses.py).
 - Any other text block or stream: `content`, at the end, only when the run sent no
-  `FINAL_RESPONSE` (the rule of a turn of history, docs/protocol.md).
+  `FINAL_RESPONSE` (the rule of a turn of history, docs/protocol.md); held until then, and
+  dropped at the first `FINAL_RESPONSE`.
 - `USAGE`: `usage`, summed over the run.
 - `error`: an error object; a `data:` line mid-stream, the whole answer's status when not streaming.
 - `done`: the last chunk (`finish_reason: "stop"`), the usage chunk if asked for, `data: [DONE]`.
@@ -42,6 +43,19 @@ DONE_LINE = b"data: [DONE]\n\n"
 FINISH_REASON = "stop"  # a pause, too: the run has ended, and the question is the content
 # What separates the question of a pause from the answer before it, and two other texts.
 PARAGRAPH = "\n\n"
+# What a reader keeps in memory, in characters: the text held in case it is the answer, and a
+# completion's whole answer. A stream's answer goes out as it comes and is not bounded by it.
+MAX_KEPT_CHARS = 8 * 1024 * 1024
+HELD_TOO_LONG = ErrorContent(
+    error_message=f"The answer is longer than {MAX_KEPT_CHARS:,} characters, the most kept of text "
+    "that is not a FINAL_RESPONSE; the rest was left out.",
+    error_code=500,
+)
+COMPLETION_TOO_LONG = ErrorContent(
+    error_message=f"The answer is longer than {MAX_KEPT_CHARS:,} characters, the most one "
+    "chat.completion holds; ask for it streamed (stream: true).",
+    error_code=500,
+)
 # JSON leaves these raw, but Python's line splitters (the openai SDK's among them) end a line there.
 _LINE_BREAKS_JSON_KEEPS = re.compile("[\x85\u2028\u2029]")
 
@@ -86,6 +100,8 @@ class AnswerReader:
         self._said = False  # some content went out
         self._held: list[str] = []  # other text, the answer if no FINAL_RESPONSE comes
         self._held_from: object = None  # the stream id (or a block's own key) the last held text came from
+        self._held_chars = 0
+        self._held_over = False  # some held text was left out: past MAX_KEPT_CHARS
 
     def read(self, event: Any) -> bytes:
         kind = type(event)
@@ -95,7 +111,9 @@ class AnswerReader:
                 return b""  # the end of a stream
             name = event.event_name
             if name == names.FINAL_RESPONSE:
-                self._answered = self._said = True
+                if not self._answered:
+                    self._answered = self._said = True
+                    self._held.clear()  # no longer the answer: freed now, not at the end
                 return self.content(text)
             if name == names.THINKING:
                 return self.reasoning(text)
@@ -107,13 +125,13 @@ class AnswerReader:
             if name == names.USAGE:
                 self._add_usage(event.content)
             elif name == names.ASK_USER or name == names.INTERRUPT:
-                return self._say(self._held_text() + _pause_text(name, event.content))
+                return self._say(self._held_text() + _pause_text(name, event.content)) + self._held_left_out()
             return b""
         if kind is ErrorEvent:
             return self.error(event.content)
         if kind is DoneEvent:
             held = self._held_text()
-            return (self._say(held) if held else b"") + self.end()
+            return (self._say(held) if held else b"") + self._held_left_out() + self.end()
         return b""
 
     # What each kind of output is: streamed as chunks, or kept for one completion.
@@ -138,7 +156,11 @@ class AnswerReader:
 
     def _hold(self, text: str, source: object) -> None:
         if self._held and source != self._held_from:
-            self._held.append(PARAGRAPH)
+            text = PARAGRAPH + text
+        self._held_chars += len(text)
+        if self._held_chars > MAX_KEPT_CHARS:
+            self._held_over = True  # said with the held text, if it turns out to be the answer
+            return
         self._held.append(text)
         self._held_from = source
 
@@ -149,6 +171,13 @@ class AnswerReader:
         text = "".join(self._held)
         self._held.clear()
         return text
+
+    def _held_left_out(self) -> bytes:
+        """The error that says the answer (the held text) was cut short, once, if it was."""
+        if not self._held_over or self._answered:
+            return b""
+        self._held_over = False
+        return self.error(HELD_TOO_LONG)
 
     def _add_usage(self, content: dict[str, Any]) -> None:
         try:
@@ -230,22 +259,37 @@ class ChunkWriter(AnswerReader):
 
 
 class Completion(AnswerReader):
-    """The answer kept whole, for one `chat.completion`; the run's first `error` makes it an error."""
+    """The answer kept whole, for one `chat.completion`; the run's first `error` makes it an error.
+    Past MAX_KEPT_CHARS of content and reasoning, nothing more is kept: that is an error (the
+    first, unless the run sent one before), and `too_long` tells its reader to end the run."""
 
     def __init__(self, completion_id: str, created: int, model: str) -> None:
         super().__init__(completion_id, created, model)
         self._content: list[str] = []
         self._reasoning: list[str] = []
+        self._kept_chars = 0
         self.failure: ErrorContent | None = None
+        self.too_long = False
         self.ended = False
 
     def content(self, text: str) -> bytes:
-        self._content.append(text)
+        if self._keeps(text):
+            self._content.append(text)
         return b""
 
     def reasoning(self, text: str) -> bytes:
-        self._reasoning.append(text)
+        if self._keeps(text):
+            self._reasoning.append(text)
         return b""
+
+    def _keeps(self, text: str) -> bool:
+        self._kept_chars += len(text)
+        if self._kept_chars <= MAX_KEPT_CHARS:
+            return True
+        if not self.too_long:
+            self.too_long = True
+            self.failure = self.failure or COMPLETION_TOO_LONG
+        return False
 
     def error(self, error: ErrorContent) -> bytes:
         self.failure = self.failure or error

@@ -7,19 +7,34 @@ mid-stream is a `data:` line holding it (docs/openai.md, "Errors").
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
-from fastapi import HTTPException
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
 
 from app.server.validation import validation_detail
 
-# The codes OpenAI's own API gives these two; clients (and their users) recognise them.
+# The codes OpenAI's own API gives these; clients (and their users) recognise them.
 INVALID_API_KEY = "invalid_api_key"
 MODEL_NOT_FOUND = "model_not_found"
+UNKNOWN_URL = "unknown_url"
 _RETRY_AFTER_SECONDS = "1"
+# The openai SDKs retry a 408, 409, 429 and 5xx (twice, by default) unless told not to. An
+# error of a run comes after the agent has run: a retry would run it again, for one call.
+NO_RETRY = {"x-should-retry": "false"}
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+class JSONAnswer(JSONResponse):
+    """A JSON body that cannot fail to encode: an agent's text may hold a lone surrogate (valid
+    in a JSON request, echoed back), which has no UTF-8 form; it is replaced, as in a stream,
+    where Starlette's JSONResponse would raise (a 500, after the agent's work)."""
+
+    def render(self, content: Any) -> bytes:
+        return _dumps(content).encode("utf-8", "replace")
 
 
 class ChatRequestError(Exception):
@@ -71,13 +86,27 @@ def error_response(
     all_headers = dict(headers or {})
     if status in (429, 503):
         all_headers.setdefault("Retry-After", _RETRY_AFTER_SECONDS)
-    return JSONResponse(error_object(message, status, param=param, code=code), status, headers=all_headers)
+    return JSONAnswer(error_object(message, status, param=param, code=code), status, headers=all_headers)
 
 
 def from_http_exception(exc: HTTPException) -> JSONResponse:
-    """One of /assist's refusals (401, 408, 413, 503, ...), with its headers, in OpenAI's shape."""
+    """One of /assist's refusals (401, 408, 413, 503, ...), or FastAPI's own (a body it could
+    not parse), with its headers, in OpenAI's shape."""
     code = INVALID_API_KEY if exc.status_code == 401 else None
     return error_response(str(exc.detail), exc.status_code, code=code, headers=exc.headers)
+
+
+def unknown_url(served: str) -> JSONResponse:
+    """A path under the face's prefix that it does not serve (/v1/embeddings, /v1/completions);
+    `served` names those it does. As every message here, it does not repeat what was sent."""
+    return error_response(f"Unknown request URL: this service answers only {served}.", 404, code=UNKNOWN_URL)
+
+
+def method_not_allowed(allowed: set[str]) -> JSONResponse:
+    allow = ", ".join(sorted(allowed))
+    return error_response(
+        f"Method not allowed: this URL answers {allow} only.", 405, code="method_not_allowed", headers={"Allow": allow}
+    )
 
 
 def from_chat_request_error(exc: ChatRequestError) -> JSONResponse:

@@ -20,11 +20,14 @@ Choices where OpenAI's API and an agent differ (docs/openai.md has them all):
 - The agent decides how it answers: temperature, max_tokens, tools, response_format and the
   other sampling fields are accepted and ignored, and so are system (developer) messages.
   `n` other than 1 is a 400; content parts other than text (images, audio, files) are a 400
-  naming the part.
+  naming the part in the query, and a placeholder ("[image omitted]") in the history.
 - A pause (ASK_USER, INTERRUPT) is the question as content, its token riding along
   (app/server/openai/pauses.py): the user's next message answers it, and resumes the run.
 - `finish_reason` is always "stop" (never "tool_calls"); ids are `chatcmpl-<ULID>`;
   `system_fingerprint` is left out.
+- An error of a run (the agent has run) says `x-should-retry: false`, which the openai SDKs
+  obey: their default retries would run the agent again. Other paths under the prefix are a
+  404 `unknown_url`, other methods a 405, both in OpenAI's shape.
 """
 
 from __future__ import annotations
@@ -36,13 +39,15 @@ from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request, Security
+from fastapi import APIRouter, Request, Security
 from fastapi.exceptions import RequestValidationError
 from fastapi.params import Depends
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
+from starlette.routing import Match
 from starlette.types import Receive, Scope, Send
 from ulid import ULID
 
@@ -59,11 +64,15 @@ from app.server.open_streams import OpenStreams
 from app.server.openai.answer import AnswerHook, ChunkWriter, Completion, error_status
 from app.server.openai.errors import (
     MODEL_NOT_FOUND,
+    NO_RETRY,
     ChatRequestError,
+    JSONAnswer,
     error_response,
     from_chat_request_error,
     from_http_exception,
     from_validation_error,
+    method_not_allowed,
+    unknown_url,
 )
 from app.server.openai.request import ChatCompletionRequest, conversation_of
 from app.server.request_id import request_id_of
@@ -72,6 +81,8 @@ OPENAI_PREFIX = "/v1"
 CHAT_COMPLETIONS_PATH = "/chat/completions"
 MODELS_PATH = "/models"
 OWNED_BY = "sentient-assist"
+SERVED = f"POST {CHAT_COMPLETIONS_PATH.lstrip('/')} and GET {MODELS_PATH.lstrip('/')} under its OpenAI prefix"
+ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 logger = logging.getLogger("app.server")
 
@@ -148,6 +159,15 @@ class OpenAIFace:
             responses={401: CHAT_RESPONSES[401], 404: CHAT_RESPONSES[404]},
             dependencies=security,
             route_class_override=OpenAIRoute,
+        )
+        # Last: the other routes' 405s come first, and it gives way to any route of the app.
+        router.add_api_route(
+            "/{path:path}",
+            _unknown_url,
+            methods=ALL_METHODS,
+            name="openai_unknown_url",
+            include_in_schema=False,
+            route_class_override=UnknownURLRoute,
         )
         return router
 
@@ -231,6 +251,7 @@ class CompletionResponse(Response):
             make_hook=partial(AnswerHook, reader=completion),
         )
         self._session = self._query = None
+        stopped = False
         try:
             listener = asyncio.ensure_future(receive())  # the body has been read: only a disconnect comes
             listener.set_name(LISTENER_TASK_NAME)
@@ -238,7 +259,12 @@ class CompletionResponse(Response):
             try:
                 # Everything the run sends is read into `completion`; only its end is awaited here.
                 while (batch := run.take_ready()) != []:
-                    if batch is None:
+                    if completion.too_long and not stopped:
+                        # What is kept is bounded: an answer past it is an error, and its run ends.
+                        stopped = True
+                        logger.warning("completion too long: its run ended (request %s)", self.stats.request_id)
+                        run.stop(outcome=RunOutcome.COMPLETED)
+                    elif batch is None:
                         await run.ready()
             finally:
                 listener.cancel()
@@ -246,9 +272,12 @@ class CompletionResponse(Response):
                 return  # the client left: nobody to answer
             failure = completion.failure
             if failure is None:
-                answer: Response = JSONResponse(completion.body())
+                answer: Response = JSONAnswer(completion.body())
             else:
-                answer = error_response(failure.error_message, error_status(failure), code=str(failure.error_code))
+                # The agent has run: not to be retried by a client library on its own.
+                answer = error_response(
+                    failure.error_message, error_status(failure), code=str(failure.error_code), headers=NO_RETRY
+                )
             await answer(scope, receive, send)
         except OSError:
             pass  # the client is gone
@@ -280,14 +309,14 @@ class OpenAIRoute(APIRoute):
                 return from_validation_error(exc)
             except ChatRequestError as exc:
                 return from_chat_request_error(exc)
-            except HTTPException as exc:  # the body's limits, a dependency's refusal
+            except HTTPException as exc:  # the body's limits, a body FastAPI could not parse, a dependency's refusal
                 return from_http_exception(exc)
 
         return answer_errors_as_openai_does
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] not in (self.methods or ()):
-            await super().handle(scope, receive, send)  # FastAPI's 405
+            await method_not_allowed(self.methods or set())(scope, receive, send)
             return
         face: OpenAIFace = self.endpoint.__self__  # type: ignore[attr-defined]
         headers = Headers(scope=scope)
@@ -322,3 +351,24 @@ class ChatCompletionsRoute(OpenAIRoute):
             await super().handle_admitted(assist, scope, receive, send)
         finally:
             assist.gate.leave()
+
+
+async def _unknown_url() -> None:
+    """Never called: UnknownURLRoute answers by itself."""
+
+
+class UnknownURLRoute(APIRoute):
+    """Any other path under the face's prefix (/v1/completions, /v1/embeddings): a 404
+    `unknown_url` in OpenAI's shape rather than FastAPI's `{"detail": ...}`. It matches only
+    partially, as a route does for a method it does not take: a route of the app that matches
+    fully is still chosen, wherever it was added. A path ending in "/" is left to FastAPI (its
+    redirect to the path without it)."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child_scope = super().matches(scope)
+        if match is Match.NONE or scope["path"].endswith("/"):
+            return Match.NONE, {}
+        return Match.PARTIAL, child_scope
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await unknown_url(SERVED)(scope, receive, send)

@@ -10,6 +10,10 @@ definition, which every CommonMark renderer shows as nothing:
 The token is sealed (app/runtime/pauses.py): a client can neither read nor change it.
 Reading the history back, the marker is taken out of the text and becomes the ASK_USER (or
 INTERRUPT) event that `resumption_of()` looks for in the last turn.
+
+The content is the client's, up to the whole body in one message: it is read in linear
+time (a search for the marker's fixed opening, then a bounded match anchored there), never
+by a pattern that a run of newlines or of half-markers could make quadratic.
 """
 
 from __future__ import annotations
@@ -17,29 +21,48 @@ from __future__ import annotations
 import re
 
 from app.protocol import conventions as names
-from app.runtime.pauses import PauseKind
+from app.runtime.pauses import MAX_TOKEN_CHARS, PauseKind
 
 EVENT_NAMES: dict[PauseKind, str] = {"ask_user": names.ASK_USER, "interrupt": names.INTERRUPT}
 # A Fernet token is URL-safe base64; parentheses, spaces and newlines cannot occur in one.
 _TOKEN = re.compile(r"[A-Za-z0-9_=-]+")
-_MARKER = re.compile(r"\n*\[//\]: # \(sentient-pause:(ask_user|interrupt):([A-Za-z0-9_=-]+)\)\n?")
+_OPENING = "[//]: # (sentient-pause:"
+# What follows the opening, matched only where an opening was found. Possessive: a token
+# longer than any issued fails at once, without trying every shorter length.
+_REST = re.compile(rf"(ask_user|interrupt):([A-Za-z0-9_=-]{{1,{MAX_TOKEN_CHARS}}}+)\)\n?")
 
 
 def is_token(token: str) -> bool:
     """Whether `token` can ride in a marker (a sealed token always can)."""
-    return _TOKEN.fullmatch(token) is not None
+    return len(token) <= MAX_TOKEN_CHARS and _TOKEN.fullmatch(token) is not None
 
 
 def marker(kind: PauseKind, token: str) -> str:
     """The line that carries a pause's token; after a blank line, as a definition must be."""
-    return f"\n\n[//]: # (sentient-pause:{kind}:{token})\n"
+    return f"\n\n{_OPENING}{kind}:{token})\n"
 
 
 def take_marker(content: str) -> tuple[str, tuple[PauseKind, str] | None]:
-    """The content without its pause markers, and the last marker's kind and token, if any."""
-    found = _MARKER.findall(content)
-    if not found:
+    """The content without its pause markers (each with the newlines before it), and the
+    last marker's kind and token, if any."""
+    start = content.find(_OPENING)
+    if start < 0:
+        return content, None  # nearly every message: one scan, nothing copied
+    kept: list[str] = []
+    kept_from = 0
+    last: re.Match[str] | None = None
+    while start >= 0:
+        found = _REST.match(content, start + len(_OPENING))
+        if found is None:  # not a marker (no kind, no token, too long, unclosed): text
+            start = content.find(_OPENING, start + len(_OPENING))
+            continue
+        before = content[kept_from:start]
+        kept.append(before.rstrip("\n"))  # each stretch of the content is looked at once
+        kept_from = found.end()
+        last = found
+        start = content.find(_OPENING, kept_from)
+    if last is None:
         return content, None
-    word, token = found[-1]
-    kind: PauseKind = "ask_user" if word == "ask_user" else "interrupt"
-    return _MARKER.sub("", content), (kind, token)
+    kept.append(content[kept_from:])
+    kind: PauseKind = "ask_user" if last.group(1) == "ask_user" else "interrupt"
+    return "".join(kept), (kind, last.group(2))

@@ -33,7 +33,7 @@ from app.protocol.request import (
     ResponseMessage,
     SessionObject,
 )
-from app.runtime.pauses import PauseKind
+from app.runtime.pauses import PauseKind, PauseRefused, resumption_of
 from app.runtime.session import Session
 from app.server.openai import pauses as openai_pauses
 from app.server.openai.errors import ChatRequestError
@@ -42,11 +42,25 @@ from app.server.openai.errors import ChatRequestError
 MAX_MESSAGES = 2 * MAX_INTERACTIONS + 16
 # What separates two assistant messages given in a row, as one answer.
 ANSWER_SEPARATOR = "\n\n"
+# What stands in, in an earlier message, for a part the agent cannot read: it sees that
+# something was there. Only the query's own parts are refused (a chat that once had an
+# image goes on).
+OMITTED = {
+    "image_url": "[image omitted]",
+    "input_image": "[image omitted]",
+    "image": "[image omitted]",
+    "input_audio": "[audio omitted]",
+    "audio": "[audio omitted]",
+    "file": "[file omitted]",
+    "input_file": "[file omitted]",
+}
+OMITTED_OTHER = "[non-text content omitted]"
 
 
 class ChatMessage(BaseModel):
-    """One message of the chat. `content` is a string or a list of parts (text only), checked
-    by `conversation_of` so that an error can name the very part."""
+    """One message of the chat. `content` is a string or a list of parts (text, or a placeholder
+    for what is not, outside the query), checked by `conversation_of` so that an error can name
+    the very part."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -84,27 +98,49 @@ class ChatCompletionRequest(BaseModel):
 
 
 def conversation_of(body: ChatCompletionRequest, agent_name: str) -> tuple[Query, Session]:
-    """The query and session an agent answers for this chat; ChatRequestError names what cannot be."""
+    """The query and session an agent answers for this chat; ChatRequestError names what cannot
+    be, a pause's token that does not hold among them (before the agent is started)."""
     if body.n is not None and body.n != 1:
         raise ChatRequestError("n: only one answer (n=1) is made per request", "n")
+    messages = body.messages
+    query_index = len(messages) - 1
+    # Only the last turn resumes, so only the last assistant message's marker can be a live
+    # pause; the others' are taken out and not read (an agent that once echoed one, or a
+    # pause left unanswered, does not hold up the chat).
+    live_index = next((i for i in range(query_index, -1, -1) if messages[i].role == "assistant"), -1)
+    pause_index = -1
     turns: list[_Turn] = []
-    for index, message in enumerate(body.messages):
+    for index, message in enumerate(messages):
         if message.role in ("system", "developer"):
             continue  # the agent has its own instructions: a chat's system prompt is not passed on
         if message.role == "user":
-            turns.append(_Turn(_parts(message.content, index)))
+            turns.append(_Turn(_parts(message.content, index, is_query=index == query_index)))
             continue
         text, pause = openai_pauses.take_marker(_assistant_text(message.content, index))
         if turns:  # an assistant message before any user message (a greeting) answers nothing
-            turns[-1].answer(text, pause)
+            live = pause if index == live_index else None
+            turns[-1].answer(text, live)
+            if live is not None:
+                pause_index = index
     if not turns or turns[-1].answered:
         raise ChatRequestError("messages: the last message must be the user's (role 'user')", "messages")
     if len(turns) - 1 > MAX_INTERACTIONS:
         raise ChatRequestError(f"messages: at most {MAX_INTERACTIONS} earlier user messages are read", "messages")
     chat_id = ULID()
     interactions = [turn.interaction(chat_id, agent_name) for turn in turns[:-1]]
-    session = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID(), interactions=interactions)
-    return Query(id=ULID(), prompt="\n".join(turns[-1].parts)), Session(session)
+    session = Session(
+        SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID(), interactions=interactions)
+    )
+    query = Query(id=ULID(), prompt="\n".join(turns[-1].parts))
+    if pause_index >= 0:
+        # Checked here as well as by the run, so that a refused resume is a 400 naming the
+        # message, streamed or not, rather than a stream's error line.
+        try:
+            resumption_of(session, query.prompt)
+        except PauseRefused as refused:
+            param = f"messages[{pause_index}].content"
+            raise ChatRequestError(f"{param}: {refused}", param) from None
+    return query, session
 
 
 class _Turn:
@@ -122,7 +158,7 @@ class _Turn:
         self.answered = True
         if text:
             self.answers.append(text)
-        self.pause = pause or self.pause
+        self.pause = pause
 
     def interaction(self, chat_id: ULID, source: str) -> Interaction:
         """The turn as Sentient Chat keeps it: the answer's text as FINAL_RESPONSE, and the pause
@@ -143,8 +179,9 @@ class _Turn:
         )
 
 
-def _parts(content: Any, index: int) -> list[str]:
-    """A user message's text: a string, or its text parts (each a part of the request)."""
+def _parts(content: Any, index: int, *, is_query: bool = False) -> list[str]:
+    """A message's text: a string, or its text parts (each a part of the request). A part
+    that is not text is refused in the query, and stands as a placeholder in the history."""
     if isinstance(content, str):
         return [content]
     if isinstance(content, list):
@@ -152,9 +189,9 @@ def _parts(content: Any, index: int) -> list[str]:
             raise ChatRequestError(
                 f"messages[{index}].content: at most {MAX_PARTS} parts", f"messages[{index}].content"
             )
-        return [_part_text(part, index, position) for position, part in enumerate(content)]
+        return [_part_text(part, index, position, is_query) for position, part in enumerate(content)]
     raise ChatRequestError(
-        f"messages[{index}].content: a user message's content must be a string or a list of text parts",
+        f"messages[{index}].content: a message's content must be a string or a list of content parts",
         f"messages[{index}].content",
     )
 
@@ -166,7 +203,7 @@ def _assistant_text(content: Any, index: int) -> str:
     return "\n".join(_parts(content, index))
 
 
-def _part_text(part: Any, index: int, position: int) -> str:
+def _part_text(part: Any, index: int, position: int, is_query: bool) -> str:
     param = f"messages[{index}].content[{position}]"
     kind = part.get("type") if isinstance(part, dict) else None
     if kind in ("text", "refusal"):  # an assistant's refusal part is its text too
@@ -176,6 +213,8 @@ def _part_text(part: Any, index: int, position: int) -> str:
         raise ChatRequestError(f"{param}.{kind}: a {kind} part needs a string `{kind}`", f"{param}.{kind}")
     if not isinstance(kind, str):
         raise ChatRequestError(f"{param}: a content part is an object with a `type`", param)
+    if not is_query:
+        return OMITTED.get(kind, OMITTED_OTHER)
     raise ChatRequestError(
         f"{param}.type: only text parts are accepted (no images, audio or files): the agent reads text",
         f"{param}.type",
