@@ -13,6 +13,8 @@ tokens), on uvloop as the service runs:
     frames     the floor: a text stream's emit_chunk per token, the agent making the text itself
     relay      a plain relay agent: `async for event in model.stream(...)`, emit_chunk per delta
     LLMAgent   agents/chat.py's agent class (system prompt, history, usage, turns) on the same model
+    LLMAgent /v1   the same agent, its events written as the OpenAI face's chunks (AnswerHook +
+               ChunkWriter, `"stream": true`) instead of /assist's SSE frames
 
 What LLMAgent adds over a plain relay is the third row minus the second. bench/relay.py
 measures the whole server under load (HTTP both ways); bench/llm_stream_micro.py the model's
@@ -26,6 +28,7 @@ import asyncio
 import statistics
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 import uvloop
 from ulid import ULID
@@ -38,6 +41,7 @@ from app.protocol.request import SessionObject
 from app.runtime.run import Run, RunStats
 from app.runtime.watcher import RunWatcher
 from app.server.event_stream import SseHook
+from app.server.openai.answer import AnswerHook, ChunkWriter
 
 
 class DeltaModel:
@@ -98,17 +102,24 @@ AGENTS: dict[str, Callable[[int], AbstractAgent]] = {
     "frames": FramesAgent,
     "relay": lambda tokens: RelayAgent(DeltaModel(tokens)),
     "LLMAgent": llm_agent,
+    "LLMAgent /v1": llm_agent,
+}
+# How each row's events become bytes: /assist's frames, or the OpenAI face's chunks.
+HOOKS: dict[str, Callable[..., Any]] = {
+    "LLMAgent /v1": lambda channel, stats: AnswerHook(
+        channel, stats, reader=ChunkWriter("chatcmpl-bench", 0, "chat", include_usage=True)
+    ),
 }
 
 
-async def one_run(agent: AbstractAgent) -> tuple[float, int]:
+async def one_run(agent: AbstractAgent, make_hook: Callable[..., Any] = SseHook) -> tuple[float, int]:
     """CPU seconds of one run, read as EventStream reads it, and the frames written."""
     session = Session(SessionObject(processor_id=agent.name, activity_id=ULID(), request_id=ULID()))
     query = Query(id=ULID(), prompt="Count.")
     watcher = RunWatcher(time_limit=600)
     written = 0
     start = time.process_time()
-    run = Run(agent, session, query, watcher=watcher, stats=RunStats("bench"), make_hook=SseHook)
+    run = Run(agent, session, query, watcher=watcher, stats=RunStats("bench"), make_hook=make_hook)
     while True:
         batch = run.take_ready()
         if batch is None:
@@ -129,7 +140,7 @@ def measure(tokens: int, repeats: int) -> dict[str, list[float]]:
         figures: dict[str, list[float]] = {name: [] for name in AGENTS}
         for repeat in range(repeats + 1):  # the first round warms up
             for name, make in AGENTS.items():
-                spent, writes = await one_run(make(tokens))
+                spent, writes = await one_run(make(tokens), HOOKS.get(name, SseHook))
                 if writes < tokens:
                     raise RuntimeError(f"{name}: {writes} writes for {tokens} tokens: tokens were batched")
                 if repeat:
@@ -148,12 +159,12 @@ def main(argv: list[str] | None = None) -> None:
     floor = statistics.median(figures["frames"])
     relay = statistics.median(figures["relay"])
     print(f"{args.tokens} tokens a run, one frame and one write each; median of {args.repeats} runs (min)")
-    print(f"| {'agent':<10} | {'us/token':>9} | {'over frames':>11} | {'over relay':>10} |")
-    print(f"|{'-' * 12}|{'-' * 10}:|{'-' * 12}:|{'-' * 11}:|")
+    print(f"| {'agent':<12} | {'us/token':>9} | {'over frames':>11} | {'over relay':>10} |")
+    print(f"|{'-' * 14}|{'-' * 10}:|{'-' * 12}:|{'-' * 11}:|")
     for name, values in figures.items():
         median = statistics.median(values)
-        over_relay = f"{median - relay:+.2f}" if name == "LLMAgent" else ""
-        print(f"| {name:<10} | {median:5.2f} ({min(values):.2f}) | {median - floor:+11.2f} | {over_relay:>10} |")
+        over_relay = f"{median - relay:+.2f}" if name.startswith("LLMAgent") else ""
+        print(f"| {name:<12} | {median:5.2f} ({min(values):.2f}) | {median - floor:+11.2f} | {over_relay:>10} |")
 
 
 if __name__ == "__main__":
