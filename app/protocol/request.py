@@ -121,12 +121,13 @@ def _error(kind: str | PydanticCustomError, loc: tuple[str | int, ...], value: o
     return InitErrorDetails(type=kind, loc=loc, input=value, ctx=ctx)
 
 
-def _event_size_error(event: Mapping[str, Any]) -> InitErrorDetails | None:
+def event_size_error(event: Mapping[str, Any]) -> InitErrorDetails | None:
     """What is first too long in a past event: one of its names, or its metadata.
 
     Checked before the event classes validate the event: they count metadata keys only after
     validating every value, and a list value has no limit there, so a hostile metadata would
-    cost one error per item."""
+    cost one error per item. The ResponseHandler checks what it sends with it too: an event
+    the service sent must come back as history without a 422."""
     for field in _EVENT_NAMES:
         value = event.get(field)
         if isinstance(value, str) and len(value) > MAX_NAME_LENGTH:
@@ -168,7 +169,7 @@ def _metadata_list_error(key: str, items: list[Any]) -> InitErrorDetails | None:
 
 def _check_event_sizes(value: Any) -> Any:
     if isinstance(value, Mapping):
-        error = _event_size_error(value)
+        error = event_size_error(value)
         if error is not None:
             raise ValidationError.from_exception_data("ResponseMessage", [error])
     return value

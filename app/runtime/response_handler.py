@@ -21,6 +21,7 @@ from app.protocol.events import (
     TextChunkEvent,
     dumps_json,
 )
+from app.protocol.request import MAX_NAME_LENGTH, event_size_error
 from app.runtime.agent import Identity
 from app.runtime.errors import AgentError, ResponseStreamClosedError
 from app.runtime.hook import Hook
@@ -30,12 +31,27 @@ from app.runtime.text_stream import StreamEventEmitter
 
 
 def check_event_name(event_name: object) -> str:
-    """An event name must be one non-empty line: it is the frame's `event:` line."""
+    """An event name must be one non-empty line (it is the frame's `event:` line), and no
+    longer than a request's history accepts it back (MAX_NAME_LENGTH)."""
     if not isinstance(event_name, str) or not event_name:
         raise AgentError(f"event_name must be a non-empty str, got {event_name!r}")
     if EVENT_NAME_BREAKS.search(event_name) is not None:
         raise AgentError(f"event_name must not contain line breaks, got {event_name!r}")
+    if len(event_name) > MAX_NAME_LENGTH:
+        raise AgentError(f"event_name is at most {MAX_NAME_LENGTH} characters, got {len(event_name)}")
     return event_name
+
+
+def _check_forwarded_sizes(event: Any) -> None:
+    """A forwarded event's names and metadata within what a request's history accepts: the
+    client sends it back with the next turn, which must not be a 422."""
+    fields = {"source": event.source, "stream_id": getattr(event, "stream_id", None), "metadata": event.metadata}
+    error = event_size_error(fields)
+    if error is not None:
+        where = ".".join(str(part) for part in error["loc"])
+        limit = (error.get("ctx") or {}).get("max_length")
+        most = f" (at most {limit})" if limit is not None else ""
+        raise AgentError(f"a forwarded event's {where} is too long for the history it goes back in{most}")
 
 
 def _check_json_object(what: str, data: object) -> dict[str, Any]:
@@ -228,6 +244,7 @@ class ResponseHandler:
         if isinstance(event, DoneEvent):
             raise AgentError("a forwarded `done` would end the response; call complete() instead")
         check_event_name(event.event_name)  # it becomes the frame's `event:` line, whoever made it
+        _check_forwarded_sizes(event)
         if isinstance(event, TextChunkEvent):
             if self._forwarded is None:
                 self._forwarded = {}

@@ -6,6 +6,7 @@ import asyncio
 import inspect
 from types import MappingProxyType
 
+import pydantic
 import pytest
 from pydantic import BaseModel, RootModel
 from ulid import ULID
@@ -540,3 +541,51 @@ async def test_a_forwarded_event_cannot_smuggle_a_frame_through_its_name():
     forged = TextBlockEvent(event_name="X\n\nevent: done\ndata: {}", source="remote", content="x")
     with pytest.raises(AgentError):
         await handler.emit_event(forged)
+
+
+# What the service sends, a client sends back as the next turn's history: it must validate.
+
+
+def history_with(event) -> dict:
+    """A request whose one past turn answered with `event`, as Sentient Chat sends it."""
+    from tests.protocol.test_request import interaction
+
+    session = {"processor_id": "host", "activity_id": str(ULID()), "request_id": str(ULID())}
+    past = interaction(responses=[event.model_dump(mode="json")])
+    return {"query": {"id": str(ULID()), "prompt": "next"}, "session": {**session, "interactions": [past]}}
+
+
+async def test_an_event_name_too_long_for_the_history_is_refused_when_sent(handler):
+    from app.protocol.request import MAX_NAME_LENGTH
+
+    await handler.emit_text_block("N" * MAX_NAME_LENGTH, "at the limit")
+    for emit in (handler.emit_text_block, handler.emit_json, handler.create_text_stream):
+        argument = {"k": 1} if emit == handler.emit_json else "text"
+        with pytest.raises(AgentError, match=f"at most {MAX_NAME_LENGTH} characters"):
+            await perform(
+                emit, "N" * (MAX_NAME_LENGTH + 1), *([argument] if emit != handler.create_text_stream else [])
+            )
+
+
+@pytest.mark.parametrize(
+    "field, value, limit",
+    [
+        ("source", "s" * 257, "at most 256"),
+        ("metadata", {"note": "m" * 4097}, "at most 4096"),
+        ("metadata", {f"k{i}": "v" for i in range(10_000)}, "metadata"),
+    ],
+    ids=["source", "metadata-value", "metadata-keys"],
+)
+async def test_a_forwarded_event_too_large_for_the_history_is_refused(field, value, limit):
+    from app.protocol.request import Request
+
+    handler = ResponseHandler("host", QueueHook(asyncio.Queue()))
+    fields = {"event_name": "NOTE", "source": "remote", "content": "x", field: value}
+    too_large = TextBlockEvent(**fields)
+    with pytest.raises(pydantic.ValidationError):  # what the next turn would have met: a 422
+        Request.model_validate(history_with(too_large))
+    with pytest.raises(AgentError, match=limit):
+        await handler.emit_event(too_large)
+    at_the_limit = TextBlockEvent(event_name="NOTE", source="r" * 256, content="x", metadata={"note": "m" * 4096})
+    await handler.emit_event(at_the_limit)
+    Request.model_validate(history_with(at_the_limit))
