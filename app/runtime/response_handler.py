@@ -45,8 +45,10 @@ def check_event_name(event_name: object) -> str:
 def _check_forwarded_sizes(event: Any) -> None:
     """A forwarded event's names and metadata within what a request's history accepts: the
     client sends it back with the next turn, which must not be a 422."""
-    fields = {"source": event.source, "stream_id": getattr(event, "stream_id", None), "metadata": event.metadata}
-    error = event_size_error(fields)
+    source, stream_id = event.source, getattr(event, "stream_id", None) or ""
+    if event.metadata is None and len(source) <= MAX_NAME_LENGTH and len(stream_id) <= MAX_NAME_LENGTH:
+        return  # nearly every event (a forwarded token, say): no dict, no walk
+    error = event_size_error({"source": source, "stream_id": stream_id, "metadata": event.metadata})
     if error is not None:
         where = ".".join(str(part) for part in error["loc"])
         limit = (error.get("ctx") or {}).get("max_length")
