@@ -55,10 +55,17 @@ SECURITY_HEADERS = {
 
 
 class PlaygroundFiles(StaticFiles):
-    """The page's files, each with the security headers."""
+    """The page's files, each with the security headers; a refusal (404, 405) too."""
 
     async def get_response(self, path: str, scope: Scope) -> Response:
-        response = await super().get_response(path, scope)
+        try:
+            response = await super().get_response(path, scope)
+        except HTTPException as exc:
+            # StaticFiles raises these, and the app's handler would answer without the headers
+            # above: the same JSON body it would send, with them.
+            return JSONResponse(
+                {"detail": exc.detail}, status_code=exc.status_code, headers={**(exc.headers or {}), **SECURITY_HEADERS}
+            )
         response.headers.update(SECURITY_HEADERS)
         return response
 

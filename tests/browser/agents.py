@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 from app import AbstractAgent, Query, ResponseHandler, Session, TextBlockEvent
+from app.protocol.conventions import ToolCallPayload
+from app.protocol.events import TextChunkEvent
 from app.protocol.history import messages_from
 
 # What an agent might slip into its text, names or documents; none of it may run in the page.
@@ -18,7 +20,33 @@ HOSTILE = (
     "<iframe srcdoc=\"<script>parent.__pwned = 'iframe'</script>\"></iframe>"
     "[a link](javascript:window.__pwned='link') "
     "<a href=\"javascript:window.__pwned='anchor'\">an anchor</a>"
+    "<details open ontoggle=\"window.__pwned = 'toggle'\">details</details>"
 )
+# Markup that makes a browser load what it names, once it is in the page (the CSP aside):
+# every URL here has "agent-named" in it, off loopback or on it (relative to the page).
+REMOTE = (
+    '<table background="http://evil.example/agent-named/table.png">'
+    '<tr><td background="/agent-named/td.png">cell</td></tr></table>'
+    '<video poster="http://evil.example/agent-named/poster.png" src="/agent-named/video.mp4" autoplay></video>'
+    '<audio src="http://evil.example/agent-named/audio.mp3" autoplay></audio>'
+    '<picture><source srcset="/agent-named/source.png"><img src="/agent-named/picture.png" alt="pic"></picture>'
+    '<img srcset="http://evil.example/agent-named/srcset.png 1x" alt="srcset">'
+    '<input type="image" src="/agent-named/input.png">'
+    '<object data="http://evil.example/agent-named/object"></object><embed src="/agent-named/embed">'
+    '<link rel="stylesheet" href="/agent-named/style.css">'
+    '<a href="https://example.com/ok" ping="/agent-named/ping">a pinging link</a>\n\n'
+    "![tracker](http://evil.example/agent-named/tracker.png) ![blank]() "
+    "[protocol-relative](//evil.example/agent-named/link) [relative](/agent-named/link) "
+    "[mail](mailto:someone@example.com)"
+)
+# Links in a document, as a SOURCES list: only the https one may become a link.
+HOSTILE_SOURCES = [
+    {"title": "script", "url": "javascript:window.__pwned='source'"},
+    {"title": "shouting", "url": " JAVASCRIPT:window.__pwned='source2'"},
+    {"title": "data", "url": "data:text/html,<script>window.__pwned='data'</script>"},
+    {"title": "protocol-relative", "url": "//evil.example/agent-named/source"},
+    {"title": "fine", "url": "https://example.com/fine"},
+]
 
 
 class PlaygroundTestAgent(AbstractAgent):
@@ -105,6 +133,29 @@ class PlaygroundTestAgent(AbstractAgent):
         await stream.emit_chunk("I need to know one thing.")
         await handler.ask_user("Which city?", choices=["Oslo", "Lima"], state={"asked": argument or "a trip"})
 
+    async def _approve(self, session: Session, argument: str, handler: ResponseHandler) -> None:
+        """An INTERRUPT: a tool call waits for a yes or a no."""
+        stream = handler.create_text_stream("FINAL_RESPONSE")
+        await stream.emit_chunk("I am about to delete a file.")
+        call = ToolCallPayload(id="call-9", name="delete_file", arguments={"path": "/tmp/old.log"})
+        await handler.interrupt("approval", tool_call=call, state={"asked": "deleting /tmp/old.log"})
+
+    async def _tangled(self, session: Session, argument: str, handler: ResponseHandler) -> None:
+        """A specialist's event first; then one stream_id under two event names, and a chunk
+        after its stream's last one: what the page shows and what it sends back must agree."""
+        await handler.emit_event(TextBlockEvent(event_name="REPORT", source="weather-specialist", content="a report"))
+
+        def chunk(event_name: str, content: str, *, is_complete: bool = False) -> TextChunkEvent:
+            return TextChunkEvent(
+                event_name=event_name, source=self.name, stream_id="s1", is_complete=is_complete, content=content
+            )
+
+        await handler.emit_event(chunk("FINAL_RESPONSE", "shown "))
+        await handler.emit_event(chunk("NOTES", "a note"))
+        await handler.emit_event(chunk("FINAL_RESPONSE", "answer", is_complete=True))
+        await handler.emit_event(chunk("FINAL_RESPONSE", " after its end"))
+        await handler.complete()
+
     async def _resumed(self, session: Session, answer: str, handler: ResponseHandler) -> None:
         resumed = session.resumed
         assert resumed is not None
@@ -114,12 +165,15 @@ class PlaygroundTestAgent(AbstractAgent):
         """Markup everywhere the page shows agent text: streamed Markdown, a text block, a
         document's keys and values, an event's name, an error message."""
         answer = handler.create_text_stream("FINAL_RESPONSE")
-        for index in range(0, len(HOSTILE), 20):  # cut mid-tag, as a model's tokens would
-            await answer.emit_chunk(HOSTILE[index : index + 20])
+        markup = HOSTILE + REMOTE
+        for index in range(0, len(markup), 20):  # cut mid-tag, as a model's tokens would
+            await answer.emit_chunk(markup[index : index + 20])
         await answer.emit_chunk("\n\nthe end")
         await answer.complete()
-        await handler.emit_text_block("NOTE", HOSTILE)
+        await handler.emit_text_block("NOTE", markup)
         await handler.emit_json(HOSTILE[:60], {HOSTILE: HOSTILE, "nested": [HOSTILE]})
+        await handler.emit_json("SOURCES", {"results": HOSTILE_SOURCES})
+        await handler.emit_json("LINKS", {"script": HOSTILE_SOURCES[0]["url"], "relative": "//evil.example/x"})
         await handler.emit_error(HOSTILE, error_code=400, details={"html": HOSTILE})
         await handler.complete()
 

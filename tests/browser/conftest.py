@@ -42,6 +42,18 @@ def keyed_server() -> Iterator[RunningServer]:
         yield server
 
 
+@pytest.fixture(scope="package")
+def one_stream_server() -> Iterator[RunningServer]:
+    """Takes one /assist stream at a time: a second one is refused with 503."""
+    env = {
+        "ASSIST_AGENT": "tests.browser.agents:PlaygroundTestAgent",
+        "ASSIST_MAX_STREAMS": "1",
+        "ASSIST_LOG_LEVEL": "warning",
+    }
+    with running_server(env) as server:
+        yield server
+
+
 @pytest.fixture()
 def offline(browser: Any) -> Iterator[Callable[..., Offline]]:
     """Make offline contexts (`offline(viewport=...)`); each is closed, and checked, after the test."""

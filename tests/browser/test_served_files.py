@@ -20,9 +20,19 @@ def test_the_playground_is_served_from_the_package_with_a_strict_policy(agent_se
         assert asset.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
         assert asset.headers["x-content-type-options"] == "nosniff"
     assert "script-src 'self'" in CONTENT_SECURITY_POLICY and "unsafe-inline" not in CONTENT_SECURITY_POLICY
-    assert httpx.get(agent_server.url + "/playground/nothing.js").status_code == 404
     # Only the page's folder: a path that climbs out of it finds nothing.
     assert httpx.get(agent_server.url + "/playground/%2e%2e/playground.py").status_code == 404
+
+
+def test_refusals_under_the_playground_carry_its_security_headers_too(agent_server):
+    # A 404 or 405 is a page of its own: nothing may be sniffed, framed or run from it either.
+    missing = httpx.get(agent_server.url + "/playground/nothing.js")
+    wrong_method = httpx.post(agent_server.url + "/playground/playground.js")
+    assert missing.status_code == 404 and missing.json() == {"detail": "Not Found"}
+    assert wrong_method.status_code == 405 and wrong_method.headers["allow"] == "GET, HEAD"
+    for response in (missing, wrong_method):
+        assert response.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
+        assert response.headers["x-content-type-options"] == "nosniff"
 
 
 def test_config_says_a_key_is_needed_and_names_the_agent_only_to_a_key(agent_server, keyed_server):
@@ -51,5 +61,6 @@ def test_docs_load_swagger_ui_from_the_service_and_stay_behind_the_key(keyed_ser
     for name, kind in [("swagger-ui-bundle.js", "text/javascript"), ("swagger-ui.css", "text/css")]:
         asset = httpx.get(f"{keyed_server.url}/docs/swagger-ui/{name}")  # open: the same for everyone
         assert asset.status_code == 200 and asset.headers["content-type"].startswith(kind)
+        assert asset.headers["x-content-type-options"] == "nosniff"
         assert len(asset.content) > 100_000
     assert httpx.get(keyed_server.url + "/docs/swagger-ui/pyproject.toml").status_code == 404

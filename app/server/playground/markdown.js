@@ -1,6 +1,7 @@
 // Agent text as Markdown, made safe: marked turns it into HTML, DOMPurify keeps only inert
-// HTML (no script, no event handler, no javascript: URL), and the result is appended as DOM
-// nodes. The page's Content-Security-Policy would stop a script that got through anyway.
+// HTML (no script, no event handler, no URL the browser would load), and the result is appended
+// as DOM nodes. The page's Content-Security-Policy would stop a script or a load that got
+// through anyway; the sanitiser does not count on it.
 import { Marked } from "./vendor/marked/marked.esm.js";
 import DOMPurify from "./vendor/dompurify/purify.es.js";
 
@@ -10,20 +11,43 @@ const PURIFY = {
   RETURN_DOM_FRAGMENT: true,
   // HTML only: no inline SVG or MathML, whose drawing could cover the page's own controls.
   USE_PROFILES: { html: true },
-  // Nothing the agent writes may look like, or act as, the page's own controls or styles.
-  FORBID_TAGS: ["style", "form", "button", "textarea", "select", "option", "dialog", "template"],
+  // Nothing the agent writes may look like, or act as, the page's own controls or styles;
+  // and no media or plugin element, each of which loads what it names.
+  FORBID_TAGS: [
+    "style", "form", "button", "textarea", "select", "option", "dialog", "template",
+    "video", "audio", "source", "picture", "track", "object", "embed",
+  ],
   FORBID_ATTR: ["style", "class", "id", "autofocus", "tabindex"],
 };
 
-// A link the page will follow: http(s) only, or mailto in Markdown; null for anything else.
+// Attributes whose value is a URL the browser may fetch or follow (HTML's, and the legacy ones
+// browsers still honour, such as <table background>). DOMPurify keeps several of them, so the
+// page would load what an agent names once the nodes join the document.
+const URL_ATTRIBUTES = new Set([
+  "action", "archive", "background", "cite", "classid", "codebase", "data", "dynsrc", "formaction",
+  "href", "icon", "imagesrcset", "longdesc", "lowsrc", "manifest", "ping", "poster", "profile",
+  "src", "srcset", "usemap", "xlink:href", "xmlns",
+]);
+// The only ones kept: a link's target (checked below), and an image's source, which
+// renderMarkdown turns into a link before the image can load (nodes are inert until appended).
+const KEPT_URL_ATTRIBUTES = new Set(["a href", "img src"]);
+
+DOMPurify.addHook("uponSanitizeAttribute", (node, data) => {
+  const kept = KEPT_URL_ATTRIBUTES.has(`${node.nodeName.toLowerCase()} ${data.attrName}`);
+  if (URL_ATTRIBUTES.has(data.attrName) && !kept) data.keepAttr = false;
+});
+
+// A link the page will follow: an absolute http(s) URL only, or mailto in Markdown; null for
+// anything else. Relative URLs (protocol-relative "//host" too) are not links: they would
+// resolve against the playground, which the agent knows nothing of.
 export function safeHref(url, { mailto = false } = {}) {
-  if (typeof url !== "string") return null;
+  if (typeof url !== "string" || !url.trim()) return null;
   try {
-    const parsed = new URL(url, document.baseURI);
+    const parsed = new URL(url); // no base: a relative URL throws
     if (parsed.protocol === "http:" || parsed.protocol === "https:") return parsed.href;
     if (mailto && parsed.protocol === "mailto:") return parsed.href;
   } catch {
-    // not a URL at all
+    // not an absolute URL
   }
   return null;
 }
@@ -43,7 +67,7 @@ export function renderMarkdown(target, text) {
   // The page loads nothing the agent names: an image is a link to it (data: URLs, which
   // fetch nothing, stay images).
   for (const image of fragment.querySelectorAll("img")) {
-    const src = image.getAttribute("src") || "";
+    const src = (image.getAttribute("src") || "").trim();
     if (src.startsWith("data:image/")) continue;
     const href = safeHref(src);
     const label = "image: " + (image.getAttribute("alt") || src || "(no source)");

@@ -2,7 +2,7 @@
 // to it. The service keeps no conversation, so the page does: every request carries the chat
 // so far as session.interactions, and a fresh query ULID. See docs/playground.md.
 import { EventSourceParserStream } from "./vendor/eventsource-parser/stream.js";
-import { TurnView, el } from "./render.js";
+import { TurnView, el, streamKey } from "./render.js";
 import { ulid } from "./ulid.js";
 
 // Relative to the page, so that a service mounted under a prefix works as it is.
@@ -10,6 +10,9 @@ const ASSIST_URL = new URL("../assist", document.baseURI);
 const CONFIG_URL = new URL("config.json", document.baseURI);
 // The key lives as long as the tab: typed once, not kept on the disk.
 const KEY_STORAGE = "assist-playground-key";
+// What a key can be: an HTTP header carries Latin-1 only, and fetch() throws on anything else
+// (which would look like a connection failure); keys are ASCII in practice.
+const KEY_CHARACTERS = /^[\x20-\x7e]*$/;
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -33,8 +36,13 @@ const state = {
   processorId: null, // the agent's name: every event's source, and the session's processor_id
   turns: [],
   running: null, // {turn, controller} while a response streams
-  key: sessionStorage.getItem(KEY_STORAGE) || "",
+  key: storedKey(),
 };
+
+function storedKey() {
+  const key = sessionStorage.getItem(KEY_STORAGE) || "";
+  return KEY_CHARACTERS.test(key) ? key : "";
+}
 
 // One exchange: the prompt, and the events that answered it as history keeps them.
 class Turn {
@@ -42,28 +50,39 @@ class Turn {
     this.queryId = ulid();
     this.prompt = prompt;
     this.events = [];
-    this.openChunks = new Map();
+    this.streams = new Map(); // streamKey(event) -> the merged chunk, or COMPLETE
     this.source = null;
   }
 
   // A text stream's chunks are kept as one chunk (then its last one): the agent reads the same
   // text from them (docs/protocol.md, "A turn of history"), and a long answer's history is a
   // few events, not thousands, so the chat stays under the service's body limit for longer.
+  // A stream is what the view shows as one block: its stream_id and event name, closed by its
+  // last chunk. What the view drops (a chunk after that) history drops too: the agent reads
+  // back what the person saw.
   record(event) {
-    this.source ??= isText(event.source) ? event.source : null;
-    if (event.content_type === "chunked.text" && !event.is_complete) {
-      const merged = this.openChunks.get(event.stream_id);
-      if (merged) {
-        merged.content += event.content;
-        return;
-      }
-      const first = { ...event };
-      this.openChunks.set(event.stream_id, first);
-      this.events.push(first);
+    if (isText(event.source)) {
+      // The agent's own name is done's source; before done, the first source is the best guess.
+      if (event.content_type === "atomic.done") this.source = event.source;
+      else this.source ??= event.source;
+    }
+    if (event.content_type !== "chunked.text") {
+      this.events.push(event);
       return;
     }
-    if (event.content_type === "chunked.text") this.openChunks.delete(event.stream_id);
-    this.events.push(event);
+    const key = streamKey(event);
+    const merged = this.streams.get(key);
+    if (merged === COMPLETE) return;
+    if (event.is_complete) {
+      this.streams.set(key, COMPLETE);
+      this.events.push(event);
+    } else if (merged) {
+      merged.content += event.content;
+    } else {
+      const first = { ...event };
+      this.streams.set(key, first);
+      this.events.push(first);
+    }
   }
 
   interaction() {
@@ -81,6 +100,7 @@ class Turn {
 }
 
 const isText = (value) => typeof value === "string";
+const COMPLETE = Symbol("complete");
 
 // Rendering happens once per animation frame, for every event that came since the last: a
 // fast answer of thousands of events costs a frame's work per frame, not a layout per event.
@@ -141,7 +161,6 @@ async function send(prompt) {
   if (state.running || !prompt.trim()) return;
   // Only turns the agent answered are history; a refused request (401, 422, ...) is not.
   const history = state.turns.filter((turn) => turn.events.length > 0);
-  for (const turn of state.turns) turn.view.closeQuestions();
   const turn = new Turn(prompt);
   turn.view = addTurn(turn);
   state.turns.push(turn);
@@ -164,7 +183,7 @@ async function send(prompt) {
     });
     if (!response.ok) {
       how = "failed";
-      message = await refused(turn, response, prompt);
+      message = await refused(turn, response);
       return;
     }
     const reader = response.body
@@ -194,6 +213,11 @@ async function send(prompt) {
     state.running = null;
     setRunning(false);
     later(turn.view, () => turn.view.finish(how, message));
+    // Give the prompt back, so that sending again is one keypress (unless another is typed).
+    if (how === "failed" && !ui.prompt.value) {
+      ui.prompt.value = prompt;
+      fitPrompt();
+    }
   }
 }
 
@@ -210,13 +234,18 @@ function frame(turn, sse) {
     return;
   }
   turn.record(event);
+  if (turn.events.length === 1) {
+    // The agent is answering this turn: an earlier question's buttons would now answer a turn
+    // that is no longer last. Closed only now, so a request that failed leaves them usable.
+    for (const past of state.turns) if (past !== turn) past.view.closeQuestions();
+  }
   if (event.content_type === "atomic.done") turn.sawDone = true;
   const receivedAt = performance.now(); // rendering comes a frame later: time THINKING by arrival
   later(turn.view, () => turn.view.apply(event, receivedAt));
 }
 
 // A response that is not a stream: {"detail": ...}, shown with its status; returns a summary.
-async function refused(turn, response, prompt) {
+async function refused(turn, response) {
   let detail = null;
   try {
     detail = (await response.json()).detail;
@@ -225,22 +254,33 @@ async function refused(turn, response, prompt) {
   }
   let text = typeof detail === "string" ? detail : response.statusText || "refused";
   let details = null;
+  let history = false;
   if (Array.isArray(detail)) {
-    text = "The request is not valid: " + detail.map((e) => `${(e.loc || []).join(".")}: ${e.msg}`).join("; ");
+    text = "The request is not valid: " + detail.map(describeError).join("; ");
     details = { errors: detail };
+    // The page wrote everything else in the request; what it cannot vouch for is the agent's
+    // past events, sent back as session.interactions.
+    history = detail.some((e) => Array.isArray(e?.loc) && e.loc.includes("interactions"));
   }
   if (response.status === 401) {
     showKeyPanel(state.key ? "The key was refused: type another." : "This service needs an API key.");
     text += ". Type the key above, then send again.";
   } else if (response.status === 413) {
     text += ". The chat is longer than the service takes: start a New chat.";
+  } else if (response.status === 422 && history) {
+    text += ". The chat's history cannot be sent back to the service: start a New chat.";
   } else if (response.status === 503) {
     text += ". Try again in a moment.";
   }
   later(turn.view, () => turn.view.clientError(response.status, text, details));
-  // Give the prompt back, so that sending again is one keypress.
-  if (!ui.prompt.value) ui.prompt.value = prompt;
   return `refused: HTTP ${response.status}`;
+}
+
+// One of FastAPI's validation errors ({loc, msg, ...}), or whatever else the list holds.
+function describeError(error) {
+  if (error === null || typeof error !== "object") return String(error);
+  const where = Array.isArray(error.loc) ? error.loc.join(".") : "";
+  return `${where}: ${error.msg ?? JSON.stringify(error)}`;
 }
 
 function addTurn(turn) {
@@ -278,12 +318,19 @@ function newChat() {
 
 // Whether the service needs a key, whether ours is good, and the agent's name.
 async function loadConfig() {
-  let config;
+  let config = null;
+  let failure = "";
   try {
     const response = await fetch(CONFIG_URL, { headers: authHeaders(), cache: "no-store" });
-    if (!response.ok) return;
-    config = await response.json();
-  } catch {
+    if (response.ok) config = await response.json();
+    else failure = `HTTP ${response.status}`;
+  } catch (error) {
+    failure = error?.message || String(error);
+  }
+  if (config === null || typeof config !== "object") {
+    // Without config.json the key cannot be checked; sending a message will say (401).
+    const why = failure || "not JSON";
+    ui.keyStatus.textContent = `The key could not be checked (config.json: ${why}); sending will tell.`;
     return;
   }
   ui.keyToggle.hidden = !config.key_required;
@@ -311,7 +358,12 @@ function showKeyPanel(text) {
 }
 
 function saveKey() {
-  state.key = ui.key.value.trim();
+  const key = ui.key.value.trim();
+  if (!KEY_CHARACTERS.test(key)) {
+    ui.keyStatus.textContent = "A key is ASCII (letters, digits and symbols): this one has other characters.";
+    return;
+  }
+  state.key = key;
   if (state.key) sessionStorage.setItem(KEY_STORAGE, state.key);
   else sessionStorage.removeItem(KEY_STORAGE);
   ui.keyStatus.textContent = "Checking…";

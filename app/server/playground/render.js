@@ -9,6 +9,11 @@ export function el(tag, className, text) {
   return node;
 }
 
+// One text stream, as the page shows it and keeps it in history: chunks that share a
+// stream_id and an event name (an agent that reuses a stream_id under another name gets
+// two blocks, not one block of mixed text).
+export const streamKey = (event) => JSON.stringify([String(event.stream_id), String(event.event_name)]);
+
 const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
 const isText = (value) => typeof value === "string";
 
@@ -99,13 +104,18 @@ const MAX_RENDER_INTERVAL = 1000;
 export class TurnView {
   constructor(container, { onAnswer }) {
     this.body = el("div", "events");
+    // The live region is the status line alone: a live region around the answer would read
+    // the whole answer out again on every Markdown render. The events are busy while they
+    // stream (their reader waits for the end); the status, outside them, is still announced.
     this.status = el("div", "turn-status");
+    this.status.setAttribute("role", "status");
+    this.body.setAttribute("aria-busy", "true");
     this.footer = el("div", "usage");
     this.footer.hidden = true;
     container.append(this.body, this.footer, this.status);
     this.container = container;
     this.onAnswer = onAnswer;
-    this.streams = new Map(); // stream_id -> text block
+    this.streams = new Map(); // streamKey(event) -> text block
     this.calls = new Map(); // tool call id -> card
     this.dirty = new Set(); // text blocks to render again
     this.questions = []; // ASK_USER / INTERRUPT cards, closed once the chat moves on
@@ -160,7 +170,8 @@ export class TurnView {
   }
 
   chunk(event, receivedAt) {
-    let stream = this.streams.get(event.stream_id);
+    const key = streamKey(event);
+    let stream = this.streams.get(key);
     if (!stream) {
       const thinking = event.event_name === "THINKING";
       let block;
@@ -180,7 +191,7 @@ export class TurnView {
       this.metadata(block, event);
       stream = { block, target, text: "", complete: false, renderedAt: 0, cost: 0, thinking, started: receivedAt };
       block.dataset.streaming = "true";
-      this.streams.set(event.stream_id, stream);
+      this.streams.set(key, stream);
     }
     if (stream.complete) return; // nothing follows a stream's last chunk (docs/protocol.md)
     stream.text += String(event.content ?? "");
@@ -380,6 +391,7 @@ export class TurnView {
   // The response is over: render what is left, and say how it ended.
   finish(how, message) {
     this.renderText(performance.now(), true);
+    this.body.setAttribute("aria-busy", "false");
     for (const stream of this.streams.values()) stream.block.dataset.streaming = "false";
     for (const { card, result } of this.calls.values()) {
       if (card.dataset.status === "running") {
