@@ -168,9 +168,11 @@ class Run(Generic[T]):
         self.handler = ResponseHandler(session.processor_id, self.hook, pauses=PauseContext(session, query.prompt))
         self._agent_name = agent.name
         # A request that answers a pause resumes it, if its token holds; one that does not is
-        # refused (an error event, then done) and the agent never runs.
+        # refused (an error event, then done) and the agent never runs. A face that checked the
+        # token already (the OpenAI face, to refuse with a 400) left its resumption here.
         try:
-            session.resumed = resumption_of(session, query.prompt)
+            if session.resumed is None:
+                session.resumed = resumption_of(session, query.prompt)
             work = _assist(agent, session, query, self.handler)
         except PauseRefused as refused:
             work = _raise(refused)

@@ -133,10 +133,10 @@ def conversation_of(body: ChatCompletionRequest, agent_name: str) -> tuple[Query
     )
     query = Query(id=ULID(), prompt="\n".join(turns[-1].parts))
     if pause_index >= 0:
-        # Checked here as well as by the run, so that a refused resume is a 400 naming the
-        # message, streamed or not, rather than a stream's error line.
+        # Checked here rather than by the run, so that a refused resume is a 400 naming the
+        # message, streamed or not, rather than a stream's error line; the run takes it as found.
         try:
-            resumption_of(session, query.prompt)
+            session.resumed = resumption_of(session, query.prompt)
         except PauseRefused as refused:
             param = f"messages[{pause_index}].content"
             raise ChatRequestError(f"{param}: {refused}", param) from None
