@@ -73,6 +73,18 @@ class Assist:
             ping_interval=settings.ping_interval, time_limit=settings.request_timeout, grace=settings.shutdown_grace
         )
 
+    def admit(self, headers: Headers, receive: Receive) -> LimitedBody:
+        """What a request that runs the agent passes before its body is read: the key (401),
+        the body's declared size (413), then a place under ASSIST_MAX_STREAMS (503), counted
+        from here so that concurrent requests cannot all pass the limit while their bodies are
+        still coming in. The caller leaves `gate` when its answer ends. Returns the body,
+        bounded in size and time."""
+        self.keys.check(headers.get("authorization"))
+        body = LimitedBody(receive, self.max_body_bytes, self.body_timeout)
+        body.check_declared(headers)
+        self.gate.enter()
+        return body
+
     def router(self) -> APIRouter:
         """A router holding POST /assist; include it in any FastAPI app."""
         router = APIRouter()
@@ -119,15 +131,8 @@ class AssistRoute(APIRoute):
             await super().handle(scope, receive, send)  # FastAPI's 405
             return
         assist: Assist = self.endpoint.__self__  # type: ignore[attr-defined]
-        headers = Headers(scope=scope)
-        assist.keys.check(headers.get("authorization"))
-        body = LimitedBody(receive, assist.max_body_bytes, assist.body_timeout)
-        body.check_declared(headers)
-        # Counted from here, before the body arrives: concurrent requests cannot all pass the
-        # limit while their bodies are still coming in.
-        gate = assist.gate
-        gate.enter()
+        body = assist.admit(Headers(scope=scope), receive)
         try:
             await super().handle(scope, body, send)
         finally:
-            gate.leave()
+            assist.gate.leave()

@@ -42,6 +42,26 @@ LISTENER_TASK_NAME = "assist: waiting for the client to leave"
 logger = logging.getLogger("app.server")
 
 
+def listen_for_the_client_leaving(run: Run[Any], receive: Receive) -> asyncio.Future[Any]:
+    """The body has been read: the next message can only be the client leaving, which ends
+    the run (`Run.client_left`). Cancel the listener when the answer has been sent."""
+    listener = asyncio.ensure_future(receive())
+    listener.set_name(LISTENER_TASK_NAME)  # one string for every stream's listener
+    listener.add_done_callback(run.client_left)
+    return listener
+
+
+def survive_cut_off(what: str, request_id: str) -> None:
+    """In a reader's `except CancelledError`, once the run says it was cut off: the open
+    streams' watcher cancelled the reader of a client that stopped reading, and the run has
+    ended. The reader returns with its response unfinished, so the server closes the
+    connection (uvicorn logs that the response was not completed)."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+    logger.warning("%s cut off: its client stopped reading (request %s)", what, request_id)
+
+
 class SseHook(ChannelHook[bytes]):
     """Puts each event on the channel as the bytes of its SSE frame."""
 
@@ -95,10 +115,7 @@ class EventStream(Response):
         self._session = self._query = None  # the run has them; nothing else holds the request for the stream's life
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            # The body has been read: the next message can only be the client leaving.
-            listener = asyncio.ensure_future(receive())
-            listener.set_name(LISTENER_TASK_NAME)  # one string for every stream's listener
-            listener.add_done_callback(run.client_left)
+            listener = listen_for_the_client_leaving(run, receive)
             try:
                 # Every frame that is ready goes out in one write; a ping after a silent interval.
                 # (In this frame, not a method of its own: each frame is held by every waiting stream.)
@@ -126,13 +143,7 @@ class EventStream(Response):
             except asyncio.CancelledError:
                 if not run.cut_off:
                     raise
-                # Cut off by the open streams' watcher: the client stopped reading, and the run
-                # has ended. Returning with the response unfinished makes the server close the
-                # connection (uvicorn logs that the response was not completed).
-                task = asyncio.current_task()
-                if task is not None:
-                    task.uncancel()
-                logger.warning("stream cut off: its client stopped reading (request %s)", self.stats.request_id)
+                survive_cut_off("stream", self.stats.request_id)
             finally:
                 listener.cancel()
         finally:

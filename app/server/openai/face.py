@@ -58,8 +58,7 @@ from app.runtime.session import Session
 from app.server import metrics
 from app.server.assist import STATE_AGENT, STATE_STATS, Assist
 from app.server.auth import BEARER_SCHEME
-from app.server.event_stream import LISTENER_TASK_NAME, MEDIA_TYPE, EventStream
-from app.server.limits import LimitedBody
+from app.server.event_stream import MEDIA_TYPE, EventStream, listen_for_the_client_leaving, survive_cut_off
 from app.server.open_streams import OpenStreams
 from app.server.openai.answer import AnswerHook, ChunkWriter, Completion, error_status
 from app.server.openai.errors import (
@@ -253,9 +252,7 @@ class CompletionResponse(Response):
         self._session = self._query = None
         stopped = False
         try:
-            listener = asyncio.ensure_future(receive())  # the body has been read: only a disconnect comes
-            listener.set_name(LISTENER_TASK_NAME)
-            listener.add_done_callback(run.client_left)
+            listener = listen_for_the_client_leaving(run, receive)
             try:
                 # Everything the run sends is read into `completion`; only its end is awaited here.
                 while (batch := run.take_ready()) != []:
@@ -284,11 +281,7 @@ class CompletionResponse(Response):
         except asyncio.CancelledError:
             if not run.cut_off:
                 raise
-            # Cut off by the open streams' watcher: the client did not take the answer.
-            task = asyncio.current_task()
-            if task is not None:
-                task.uncancel()
-            logger.warning("completion cut off: its client stopped reading (request %s)", self.stats.request_id)
+            survive_cut_off("completion", self.stats.request_id)  # the client did not take the answer
         finally:
             run.reader_left()
             metrics.observe_stream(self.stats)
@@ -319,17 +312,16 @@ class OpenAIRoute(APIRoute):
             await method_not_allowed(self.methods or set())(scope, receive, send)
             return
         face: OpenAIFace = self.endpoint.__self__  # type: ignore[attr-defined]
-        headers = Headers(scope=scope)
         try:
-            face.assist.keys.check(headers.get("authorization"))
-            receive = self.admit(face.assist, headers, receive)
+            receive = self.admit(face.assist, Headers(scope=scope), receive)
         except HTTPException as exc:
             await from_http_exception(exc)(scope, receive, send)
             return
         await self.handle_admitted(face.assist, scope, receive, send)
 
     def admit(self, assist: Assist, headers: Headers, receive: Receive) -> Receive:
-        """What the request must pass after its key, before its body is read."""
+        """What the request must pass before its body is read: the key."""
+        assist.keys.check(headers.get("authorization"))
         return receive
 
     async def handle_admitted(self, assist: Assist, scope: Scope, receive: Receive, send: Send) -> None:
@@ -341,10 +333,7 @@ class ChatCompletionsRoute(OpenAIRoute):
     place under ASSIST_MAX_STREAMS from its headers to its answer's end, in the same budget."""
 
     def admit(self, assist: Assist, headers: Headers, receive: Receive) -> Receive:
-        body = LimitedBody(receive, assist.max_body_bytes, assist.body_timeout)
-        body.check_declared(headers)
-        assist.gate.enter()
-        return body
+        return assist.admit(headers, receive)
 
     async def handle_admitted(self, assist: Assist, scope: Scope, receive: Receive, send: Send) -> None:
         try:
