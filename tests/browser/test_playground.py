@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import time
-from pathlib import Path
 
 import pytest
 
 from app.protocol.request import Request
 from tests.browser.support import API_KEY, PHONE, browser_missing
+from tests.support.files import wait_for_file
 
 if (missing := browser_missing()) is not None:
     pytest.skip(missing, allow_module_level=True)
@@ -42,15 +41,6 @@ def last_turn(page):
 def wait_turn(page, state: str = "done", timeout: float = 10_000):
     page.wait_for_selector(f".turn:last-child .assistant[data-state={state}]", timeout=timeout)
     return last_turn(page)
-
-
-def wait_for_file(path: Path, timeout: float) -> str | None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text():
-            return path.read_text()
-        time.sleep(0.02)
-    return None
 
 
 def test_one_turn_shows_each_kind_of_event_as_it_should(offline, agent_server):

@@ -17,7 +17,8 @@ from tests.orchestration.broadcast_agents import (
     make_fallback,
     make_race,
 )
-from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended, wait_for_file
+from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
+from tests.support.files import wait_for_file
 from tests.support.server import running_server
 from tests.support.sse import new_body, new_session, read_stream
 

@@ -37,10 +37,11 @@ from ulid import ULID
 
 from app import ResponseHandler
 from app.server.settings import Settings
-from tests.server.test_stream_guarantees import assert_well_ended, wait_for_file
+from tests.server.test_stream_guarantees import assert_well_ended
 from tests.support.agents import ScriptedAgent
+from tests.support.files import wait_for_file
 from tests.support.server import RunningServer, free_port, running_server
-from tests.support.sse import Stream, new_body, parse_block
+from tests.support.sse import Stream, new_body, read_response
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "deploy" / "nginx"
@@ -313,17 +314,7 @@ def test_both_sites_keep_upstream_connections_alive_but_never_past_uvicorns_own_
 def read_stream(client: httpx.Client, prompt: str, headers: dict | None = None) -> Stream:
     """POST /assist through the proxy and read the whole stream, frame by frame as it arrives."""
     with client.stream("POST", "/assist", json=new_body(prompt), headers=headers) as response:
-        stream = Stream(response.status_code, response.headers)
-        buffer = b""
-        for chunk in response.iter_raw():
-            now = time.time()
-            stream.raw += chunk
-            buffer += chunk
-            while b"\n\n" in buffer:
-                block, buffer = buffer.split(b"\n\n", 1)
-                if response.status_code == 200:
-                    parse_block(block, now, stream)
-    return stream
+        return read_response(response)
 
 
 def served_by(stream: Stream) -> str:

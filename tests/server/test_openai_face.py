@@ -10,7 +10,6 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import httpx
 import openai
@@ -20,6 +19,7 @@ from app.runtime.run import AGENT_FAILED_MESSAGE, TIMEOUT_MESSAGE
 from app.server.openai.answer import MAX_KEPT_CHARS
 from app.server.openai.pauses import take_marker
 from tests.support.agents import SECRET
+from tests.support.files import wait_for_file
 from tests.support.server import RunningServer, free_port, running_command, running_server
 from tests.support.sse import new_body
 
@@ -65,15 +65,6 @@ def user(content: object) -> dict:
 
 def assistant(content: object) -> dict:
     return {"role": "assistant", "content": content}
-
-
-def wait_for_file(path: Path, timeout: float) -> str | None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text():
-            return path.read_text()
-        time.sleep(0.02)
-    return None
 
 
 def post_raw(server: RunningServer, body: object, key: str = KEY, **kwargs) -> httpx.Response:

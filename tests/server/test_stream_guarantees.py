@@ -11,6 +11,7 @@ from ulid import ULID
 
 from tests.conftest import SCRIPTED_TIMEOUT
 from tests.support.agents import SECRET
+from tests.support.files import wait_for_file
 from tests.support.sse import Stream, new_body, new_session, read_stream
 
 reference = pytest.importorskip("sentient_agent_framework.interface.events")
@@ -40,15 +41,6 @@ def assert_streams_completed(stream: Stream) -> None:
             finished.add(event["stream_id"])
     started = {e["stream_id"] for e in stream.events if e["content_type"] == "chunked.text"}
     assert started == finished
-
-
-def wait_for_file(path: Path, timeout: float) -> str | None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists() and path.read_text():
-            return path.read_text()
-        time.sleep(0.01)
-    return None
 
 
 def test_every_event_type_reaches_the_client_as_the_reference_models_expect(scripted_server):

@@ -83,19 +83,24 @@ def read_stream(
     with httpx.Client(timeout=timeout) as client:
         kwargs = {"json": body} if not isinstance(body, (bytes, str)) else {"content": body}
         with client.stream("POST", url + "/assist", headers=headers, **kwargs) as response:
-            stream = Stream(response.status_code, response.headers)
-            buffer = b""
-            for chunk in response.iter_raw():
-                now = time.time()
-                stream.raw += chunk
-                buffer += chunk
-                while b"\n\n" in buffer:
-                    block, buffer = buffer.split(b"\n\n", 1)
-                    if response.status_code == 200:
-                        frames_before = len(stream.frames)
-                        parse_block(block, now, stream)
-                        if on_frame is not None and len(stream.frames) > frames_before:
-                            on_frame(stream.frames[-1])
+            return read_response(response, on_frame)
+
+
+def read_response(response: httpx.Response, on_frame: Callable[[Frame], None] | None = None) -> Stream:
+    """Read a streamed /assist response to its end, parsing each frame as it arrives."""
+    stream = Stream(response.status_code, response.headers)
+    buffer = b""
+    for chunk in response.iter_raw():
+        now = time.time()
+        stream.raw += chunk
+        buffer += chunk
+        while b"\n\n" in buffer:
+            block, buffer = buffer.split(b"\n\n", 1)
             if response.status_code == 200:
-                assert buffer == b"", f"bytes after the last frame: {buffer!r}"
+                frames_before = len(stream.frames)
+                parse_block(block, now, stream)
+                if on_frame is not None and len(stream.frames) > frames_before:
+                    on_frame(stream.frames[-1])
+    if response.status_code == 200:
+        assert buffer == b"", f"bytes after the last frame: {buffer!r}"
     return stream
