@@ -9,7 +9,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv --without-pip /opt/venv
 WORKDIR /build
 COPY pyproject.toml README.md LICENSE ./
-COPY app/ app/
+COPY sentient_assist/ sentient_assist/
 RUN pip --python /opt/venv/bin/python install --no-cache-dir .
 
 FROM python:3.12-slim
@@ -41,4 +41,4 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import os,sys,urllib.request; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('ASSIST_PORT', '8000'), timeout=3).status == 200 else 1)"]
 # Exec form: python is PID 1 and gets SIGTERM itself, so uvicorn shuts down gracefully.
-CMD ["python", "-m", "app", "serve"]
+CMD ["python", "-m", "sentient_assist", "serve"]

@@ -8,7 +8,7 @@ of a chain. No key, no network.
 
 import json
 
-from app import BasicAgent
+from sentient_assist.compat import BasicAgent
 
 
 class RappterWeatherAgent(BasicAgent):

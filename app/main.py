@@ -1,5 +1,5 @@
-"""`app.main:app`, the ASGI application: `uvicorn app.main:app`."""
+"""`app.main:app`, this service's ASGI app: `uvicorn app.main:app`."""
 
-from app.server.app import create_app
+from sentient_assist import create_app
 
 app = create_app()

@@ -1,7 +1,7 @@
 """The benchmark agent: one class, written against the 0.3.0 author API.
 
 It runs unchanged in this service and in the 0.3.0 package's DefaultServer.
-`BENCH_FRAMEWORK` picks the API it imports: `app` (the default, this service)
+`BENCH_FRAMEWORK` picks the API it imports: `sentient_assist` (the default, this service)
 or `sentient_agent_framework` (bench/reference_server.py sets it).
 
 The prompt picks the load:
@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import os
 
-if os.environ.get("BENCH_FRAMEWORK", "app") == "sentient_agent_framework":
+if os.environ.get("BENCH_FRAMEWORK", "sentient_assist") == "sentient_agent_framework":
     from sentient_agent_framework import AbstractAgent
 else:
-    from app import AbstractAgent
+    from sentient_assist import AbstractAgent
 
 # Every chunk carries the same 16 characters.
 CHUNK = "0123456789abcdef"

@@ -17,9 +17,9 @@ import asyncio
 import json
 import secrets
 
-from app.protocol.events import DoneEvent, TextBlockEvent, TextChunkEvent
-from app.runtime.ids import MonotonicUlid
 from bench.agent import CHUNK, EVENT_NAME, wait_answer
+from sentient_assist.protocol.events import DoneEvent, TextBlockEvent, TextChunkEvent
+from sentient_assist.runtime.ids import MonotonicUlid
 
 SOURCE = "bench"  # the session's processor_id that bench/client.py sends
 HEADERS = [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-store")]

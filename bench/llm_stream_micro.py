@@ -25,8 +25,8 @@ from typing import Any
 
 import uvloop
 
-from app.llm.messages import ChatMessage, TextDelta
-from app.llm.model import ModelSettings
+from sentient_assist.llm.messages import ChatMessage, TextDelta
+from sentient_assist.llm.model import ModelSettings
 
 _SERVER = """
 import sys, time
@@ -49,7 +49,7 @@ def load_model_class(path: str) -> Any:
 
 def with_stdlib_json() -> None:
     """This tree's model with json instead of orjson, to measure what orjson buys."""
-    from app.llm import openai_model
+    from sentient_assist.llm import openai_model
 
     openai_model.orjson = types.SimpleNamespace(  # type: ignore[assignment]
         loads=json.loads, dumps=lambda value: json.dumps(value).encode(), JSONDecodeError=json.JSONDecodeError
@@ -95,7 +95,7 @@ def main() -> None:
     try:
         assert server.stdout is not None
         base_url = server.stdout.readline().strip()
-        from app.llm.openai_model import OpenAIChatModel
+        from sentient_assist.llm.openai_model import OpenAIChatModel
 
         pace = f"{args.delay * 1e3:g} ms apart" if args.delay else "as fast as sent"
         print(f"{args.tokens} tokens {pace}, median of {args.repeats} runs, CPU of the reading process")

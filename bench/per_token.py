@@ -12,7 +12,7 @@ tokens), on uvloop as the service runs:
 
     frames     the floor: a text stream's emit_chunk per token, the agent making the text itself
     relay      a plain relay agent: `async for event in model.stream(...)`, emit_chunk per delta
-    LLMAgent   agents/chat.py's agent class (system prompt, history, usage, turns) on the same model
+    LLMAgent   sentient_assist/agents/chat.py's agent class (system prompt, history, usage, turns) on the same model
     LLMAgent /v1   the same agent, its events written as the OpenAI face's chunks (AnswerHook +
                ChunkWriter, `"stream": true`) instead of /assist's SSE frames
 
@@ -33,15 +33,15 @@ from typing import Any
 import uvloop
 from ulid import ULID
 
-from app import AbstractAgent, LLMAgent, Query, ResponseHandler, Session
-from app.llm.messages import ChatMessage, ModelEvent, TextDelta, ToolSpec
-from app.llm.model import ModelSettings
-from app.protocol.conventions import TokenUsage
-from app.protocol.request import SessionObject
-from app.runtime.run import Run, RunStats
-from app.runtime.watcher import RunWatcher
-from app.server.event_stream import SseHook
-from app.server.openai.answer import AnswerHook, ChunkWriter
+from sentient_assist import AbstractAgent, LLMAgent, Query, ResponseHandler, Session
+from sentient_assist.llm.messages import ChatMessage, ModelEvent, TextDelta, ToolSpec
+from sentient_assist.llm.model import ModelSettings
+from sentient_assist.protocol.conventions import TokenUsage
+from sentient_assist.protocol.request import SessionObject
+from sentient_assist.runtime.run import Run, RunStats
+from sentient_assist.runtime.watcher import RunWatcher
+from sentient_assist.server.event_stream import SseHook
+from sentient_assist.server.openai.answer import AnswerHook, ChunkWriter
 
 
 class DeltaModel:

@@ -18,7 +18,7 @@ import os
 
 os.environ["BENCH_FRAMEWORK"] = "sentient_agent_framework"
 
-from sentient_agent_framework import DefaultServer  # noqa: E402
+from sentient_agent_framework import DefaultServer
 
 
 def main() -> None:

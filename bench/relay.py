@@ -105,14 +105,14 @@ def group_cpu_seconds(pid: int) -> float:
 
 
 def app_fingerprint() -> str:
-    """A short hash of every file under app/ as it is now: what a server started now imports.
+    """A short hash of every file under sentient_assist/ as it is now: what a server started now imports.
 
-    Another engineer may be editing app/ while this runs; each measurement records the fingerprint
+    Another engineer may be editing sentient_assist/ while this runs; each measurement records the fingerprint
     of the code its server started with, and the summary lists every one seen."""
     import hashlib
 
     digest = hashlib.sha1()
-    for path in sorted((ROOT / "app").rglob("*.py")):
+    for path in sorted((ROOT / "sentient_assist").rglob("*.py")):
         digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
@@ -632,7 +632,10 @@ async def main_async(args) -> dict:
     source = source_state()
     import subprocess
 
-    status = subprocess.run(["git", "status", "--porcelain", "--", "app"], cwd=ROOT, capture_output=True, text=True)
+    # Before any load starts: nothing else is running on the loop to be held up.
+    status = subprocess.run(  # noqa: ASYNC221
+        ["git", "status", "--porcelain", "--", "sentient_assist"], cwd=ROOT, capture_output=True, text=True
+    )
     source["git_status_porcelain_app"] = status.stdout.splitlines()
     source["app_fingerprint_at_start"] = app_fingerprint()
     reference_python = ensure_reference_openai() if "reference" in args.servers else None
@@ -667,7 +670,7 @@ async def main_async(args) -> dict:
     )
     source["app_fingerprints_seen"] = seen
     if len(seen) > 1:
-        log(f"warning: app/ changed during the run ({len(seen)} versions measured: {', '.join(seen)})")
+        log(f"warning: sentient_assist/ changed during the run ({len(seen)} versions measured: {', '.join(seen)})")
     return results
 
 

@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 
 from openai import AsyncOpenAI
 
-if os.environ.get("BENCH_FRAMEWORK", "app") == "sentient_agent_framework":
+if os.environ.get("BENCH_FRAMEWORK", "sentient_assist") == "sentient_agent_framework":
     from sentient_agent_framework import AbstractAgent
 else:
-    from app import AbstractAgent
+    from sentient_assist import AbstractAgent
 
 EVENT_NAME = "FINAL_RESPONSE"
 

@@ -20,6 +20,7 @@ direct) and no error event.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
 import time
@@ -121,7 +122,7 @@ class RelayStream(asyncio.Protocol):
             if self.after_done:
                 self.problems.append("tokens after done")
             times = [float(s) for s in sent]
-            if times[0] < self._last_sent or any(b < a for a, b in zip(times, times[1:], strict=False)):
+            if times[0] < self._last_sent or any(b < a for a, b in itertools.pairwise(times)):
                 self.problems.append("tokens out of order")
             self._last_sent = times[-1]
             self.latencies.extend([now - t for t in times])

@@ -1,6 +1,6 @@
 """The service with POST /assist answered by three response classes, for bench/response_classes.py.
 
-    uvicorn --factory bench.response_class_apps:ours            EventStream (app/server/event_stream.py)
+    uvicorn --factory bench.response_class_apps:ours            EventStream (sentient_assist/server/event_stream.py)
     uvicorn --factory bench.response_class_apps:fastapi_sse     fastapi.sse.EventSourceResponse
     uvicorn --factory bench.response_class_apps:sse_starlette   sse_starlette.EventSourceResponse
 
@@ -8,7 +8,7 @@ and, for `--batched`, `sse_starlette_batched`: the same, but each batch of ready
 joined into one bytes item (one send per batch, as ours does), to tell how much of
 sse-starlette's cost per event is one send per event.
 
-Each factory is `app.server.create_app()` (settings and agent from the environment, as
+Each factory is `sentient_assist.server.create_app()` (settings and agent from the environment, as
 the service reads them) with only the /assist route swapped: the variant's route takes
 the original's place in its router, so routing, middleware, the key check,
 ASSIST_MAX_STREAMS, the body limit (`AssistRoute`), the request's parsing and validation,
@@ -58,14 +58,14 @@ from fastapi.sse import EventSourceResponse as FastApiEventSourceResponse
 from fastapi.sse import ServerSentEvent
 from starlette.responses import Response
 
-from app.protocol.request import Request as AssistBody
-from app.runtime.run import Run, RunStats
-from app.runtime.session import Session
-from app.server import metrics
-from app.server.app import create_app
-from app.server.assist import ASSIST_PATH, STATE_AGENT, STATE_STATS, Assist, AssistRoute
-from app.server.event_stream import SseHook
-from app.server.request_id import request_id_of
+from sentient_assist.protocol.request import Request as AssistBody
+from sentient_assist.runtime.run import Run, RunStats
+from sentient_assist.runtime.session import Session
+from sentient_assist.server import metrics
+from sentient_assist.server.app import create_app
+from sentient_assist.server.assist import ASSIST_PATH, STATE_AGENT, STATE_STATS, Assist, AssistRoute
+from sentient_assist.server.event_stream import SseHook
+from sentient_assist.server.request_id import request_id_of
 
 # Since 714ea9a a Run registers itself with its watcher (and is marked silent and gone by
 # it); before, the server did that with OpenStreams. Both are handled.
@@ -147,7 +147,7 @@ class _VariantAssist(Assist):
         return router
 
     def _prepare(self, request: Request, body: AssistBody) -> tuple[Session, RunStats]:
-        """What Assist.endpoint does before it makes the response (see app/server/assist.py)."""
+        """What Assist.endpoint does before it makes the response (see sentient_assist/server/assist.py)."""
         stats = RunStats(request_id_of(request))
         setattr(request.state, STATE_AGENT, self.agent.name)
         setattr(request.state, STATE_STATS, stats)

@@ -505,7 +505,7 @@ async def main_async(args: argparse.Namespace) -> dict:
             for server in servers:
                 try:
                     server.stop()
-                except Exception as exc:  # noqa: BLE001 - the others are stopped all the same
+                except Exception as exc:
                     log(f"stopping {server.label}: {type(exc).__name__}: {exc}")
             loop.remove_signal_handler(signal.SIGTERM)
         summary = summarize(servers, runs, behaviour, problems)

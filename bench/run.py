@@ -218,7 +218,7 @@ def median_of(runs: list[dict], key: str):
 
 
 def source_state() -> dict:
-    """The commit measured, and the files under app/ and agents/ that differ from it."""
+    """The commit measured, and the files under sentient_assist/, app/ and agents/ that differ from it."""
     import subprocess
 
     def git(*argv: str) -> str:
@@ -228,7 +228,7 @@ def source_state() -> dict:
             return ""
         return out.stdout.rstrip("\n") if out.returncode == 0 else ""
 
-    changed = git("status", "--porcelain", "--", "app", "agents", "pyproject.toml")
+    changed = git("status", "--porcelain", "--", "sentient_assist", "app", "agents", "pyproject.toml")
     return {
         "commit": git("rev-parse", "--short", "HEAD").strip() or None,
         "uncommitted": [line[3:] for line in changed.splitlines()],

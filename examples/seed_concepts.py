@@ -2,8 +2,8 @@
 
     python examples/seed_concepts.py
 
-Offline: the models are stand-ins (FunctionModel), no key, no network. The README's table
-("Coming from openrappter or Eino") points at each part.
+Offline: the models are stand-ins (FunctionModel), no key, no network. The table in
+docs/orchestration.md ("Coming from openrappter or Eino") points at each part.
 """
 
 from __future__ import annotations
@@ -11,25 +11,20 @@ from __future__ import annotations
 import asyncio
 import json
 
-from app import (
+from sentient_assist import (
     Agent,
-    BasicAgent,
-    FunctionModel,
     HostAgent,
     LLMAgent,
     Router,
     RouterAgent,
-    ScriptedCall,
-    ScriptedModel,
-    ScriptedReply,
     Specialist,
-    StopOnFailure,
-    agent_tool,
     broadcast_all,
     call_agent,
     chain,
-    handoff_callbacks,
 )
+from sentient_assist.compat import BasicAgent, agent_tool
+from sentient_assist.orchestration import StopOnFailure, handoff_callbacks
+from sentient_assist.testing import FunctionModel, ScriptedCall, ScriptedModel, ScriptedReply
 
 
 class Weather(BasicAgent):

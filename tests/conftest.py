@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.openai_server import FakeOpenAI
 from tests.support.server import running_server
 
 SCRIPTED_TIMEOUT = 3.0
@@ -29,7 +30,14 @@ def showcase_server():
         yield server
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
+def model_server():
+    """A fake OpenAI-compatible server on loopback, one per test module that asks for it."""
+    with FakeOpenAI() as server:
+        yield server
+
+
+@pytest.fixture
 def model(model_server):
     """The module's fake OpenAI server, emptied; every scripted reply must have been asked for."""
     model_server.reset()
@@ -48,11 +56,11 @@ class Records(logging.Handler):
         self.records.append(record)
 
 
-@pytest.fixture()
+@pytest.fixture
 def llm_log() -> Iterator[list[logging.LogRecord]]:
     """The records of the app.llm logger, whatever logging was configured before."""
     handler = Records()
-    logger = logging.getLogger("app.llm")
+    logger = logging.getLogger("sentient_assist.llm")
     logger.addHandler(handler)
     try:
         yield handler.records

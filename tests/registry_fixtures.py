@@ -1,6 +1,6 @@
 """Targets for `module:attr` agent specs in tests/test_registry.py (not a test module)."""
 
-from app import AbstractAgent
+from sentient_assist import AbstractAgent
 
 
 class ClassAgent(AbstractAgent):

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from app import __version__
+from sentient_assist import __version__
 from tests.support.server import ROOT, clean_env, free_port, running_command, running_server
 from tests.support.sse import new_body, read_stream
 
@@ -59,7 +59,7 @@ def test_default_server_runs_an_agent_written_the_0_3_0_way(tmp_path):
     script = tmp_path / "serve_it.py"
     script.write_text(
         textwrap.dedent(f"""
-        from app import AbstractAgent, DefaultServer, Query, ResponseHandler, Session
+        from sentient_assist import AbstractAgent, DefaultServer, Query, ResponseHandler, Session
 
         class Echo(AbstractAgent):
             def __init__(self):
@@ -82,7 +82,7 @@ def test_default_server_runs_an_agent_written_the_0_3_0_way(tmp_path):
 
 
 def test_run_prints_the_answer_and_json_gives_the_whole_result():
-    from app import AgentResult
+    from sentient_assist import AgentResult
 
     plain = run_cli("run", "showcase", "hello there")
     assert plain.returncode == 0 and "You asked: 'hello there'" in plain.stdout

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.runtime.errors import SettingsError
-from app.server.serving import BACKSTOP_SECONDS
-from app.server.settings import Settings, load_settings
+from sentient_assist.runtime.errors import SettingsError
+from sentient_assist.server.serving import BACKSTOP_SECONDS
+from sentient_assist.server.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCKER_STOP_DEFAULT = 10  # seconds `docker stop` waits before SIGKILL
@@ -131,7 +131,7 @@ def test_the_builder_copies_every_file_the_package_build_reads():
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     copied = " ".join(re.findall(r"(?m)^COPY (?!--from)(.+) \S+$", dockerfile_stages()[0]))
-    for needed in [project["readme"], *project["license-files"], "pyproject.toml", "app/"]:
+    for needed in [project["readme"], *project["license-files"], "pyproject.toml", "sentient_assist/"]:
         assert needed in copied.split(), needed
 
 

@@ -18,11 +18,11 @@ import pytest
 import yaml
 from fastapi.routing import APIRoute
 
-from app.runtime.errors import SettingsError
-from app.server import routes
-from app.server.serving import BACKSTOP_SECONDS
-from app.server.settings import Settings, env_name, load_settings
-from app.version import __version__
+from sentient_assist.runtime.errors import SettingsError
+from sentient_assist.server import routes
+from sentient_assist.server.serving import BACKSTOP_SECONDS
+from sentient_assist.server.settings import Settings, env_name, load_settings
+from sentient_assist.version import __version__
 from tests.support.server import running_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +67,7 @@ def final_stage() -> str:
     return (ROOT / "Dockerfile").read_text().split("\nFROM ")[-1]
 
 
-@pytest.fixture()
+@pytest.fixture
 def offline(monkeypatch: pytest.MonkeyPatch) -> None:
     """Any connection attempt fails the test: CI reaches no schema host."""
 

@@ -1,4 +1,5 @@
-"""The registry: agents in the agents/ package, and module:attr paths."""
+"""The registry: agents in the agents directory, the package's built-in agents and installed
+packages' entry points, and module:attr paths."""
 
 from __future__ import annotations
 
@@ -7,13 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from app import AbstractAgent, AgentNotFoundError, registry
-from app.registry import available_agents, load_agent
+from sentient_assist import AbstractAgent, registry
+from sentient_assist.exceptions import AgentNotFoundError
+from sentient_assist.registry import available_agents, load_agent
 
 FIXTURES = "tests.registry_fixtures"
+# The package's own agents, registered as entry points (pyproject.toml): always available.
+BUILT_IN = {"assistant", "chat", "concierge", "echo", "showcase", "trip"}
+
+
+def found_besides_the_built_in() -> list[str]:
+    return [name for name in available_agents() if name not in BUILT_IN]
+
 
 AGENT_CLASS_SOURCE = """
-from app import AbstractAgent
+from sentient_assist import AbstractAgent
 
 
 class {name}(AbstractAgent):
@@ -51,8 +60,11 @@ def agents_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 # --- the agents/ package ------------------------------------------------------------
 
 
-def test_available_agents_lists_showcase():
-    assert "showcase" in available_agents()
+def test_available_agents_lists_the_built_in_agents_in_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ASSIST_AGENTS_DIR", raising=False)
+    assert set(available_agents()) == BUILT_IN
+    assert load_agent("showcase").name == "showcase"
 
 
 def test_load_agent_builds_showcase():
@@ -75,7 +87,7 @@ def test_unknown_agent_names_it_and_the_agents_there_are():
 
 
 @pytest.mark.parametrize(
-    "attr, name",
+    ("attr", "name"),
     [("ClassAgent", "class-agent"), ("instance", "instance-agent"), ("factory", "factory-agent")],
     ids=["class", "instance", "factory"],
 )
@@ -91,13 +103,12 @@ def test_module_attr_instance_is_the_same_object():
     assert load_agent(f"{FIXTURES}:instance") is registry_fixtures.instance
 
 
-def test_module_attr_works_for_an_agents_module():
-    # The checkout's agents/ is a folder on sys.path (pytest's rootdir), not an installed package.
-    assert load_agent("agents.showcase:ShowcaseAgent").name == "showcase"
+def test_module_attr_works_for_a_built_in_agents_module():
+    assert load_agent("sentient_assist.agents.showcase:ShowcaseAgent").name == "showcase"
 
 
 @pytest.mark.parametrize(
-    "spec, fragments",
+    ("spec", "fragments"),
     [
         ("tests.no_such_module:agent", ["tests.no_such_module", "ModuleNotFoundError"]),
         (f"{FIXTURES}:missing", ["missing", "no attribute"]),
@@ -118,7 +129,7 @@ def test_module_attr_failures_say_what_went_wrong(spec, fragments):
 
 def test_module_with_one_agent_subclass_is_found(agents_package):
     agents_package("solo", agent_class("SoloAgent"))
-    assert available_agents() == ["solo"]
+    assert found_besides_the_built_in() == ["solo"]
     agent = load_agent("solo")
     assert type(agent).__name__ == "SoloAgent"
     assert agent.name == "SoloAgent"
@@ -137,7 +148,7 @@ def test_imported_agent_classes_are_not_candidates(agents_package):
 def test_private_modules_are_not_listed(agents_package):
     agents_package("visible", agent_class("Visible"))
     agents_package("_helpers", "")
-    assert available_agents() == ["visible"]
+    assert found_besides_the_built_in() == ["visible"]
 
 
 def test_module_with_two_subclasses_names_both(agents_package):
@@ -179,7 +190,7 @@ def test_the_default_directory_is_agents_of_the_working_directory(tmp_path, monk
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("ASSIST_AGENTS_DIR", raising=False)
     try:
-        assert available_agents() == ["here"]
+        assert found_besides_the_built_in() == ["here"]
         assert type(load_agent("here")).__name__ == "Here"
     finally:
         for name in [name for name in sys.modules if name.startswith(registry.AGENTS_MODULE)]:
@@ -188,10 +199,10 @@ def test_the_default_directory_is_agents_of_the_working_directory(tmp_path, monk
 
 def test_a_missing_directory_is_named_in_the_error(tmp_path, monkeypatch):
     monkeypatch.setenv("ASSIST_AGENTS_DIR", str(tmp_path / "nowhere"))
-    message = not_found("showcase")
+    message = not_found("no_such_agent")
     assert "nowhere" in message
     assert "no such directory" in message
-    assert available_agents() == []
+    assert found_besides_the_built_in() == []
 
 
 # --- installed packages' entry points -------------------------------------------------
@@ -222,14 +233,14 @@ def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_an_installed_package_registers_agents_by_entry_point(plugin_site, agents_package):
     install_entry_points(plugin_site, {"weather": "plugin_agents:weather"}, PLUGIN_SOURCE)
     agents_package("local", agent_class("Local"))
-    assert available_agents() == ["local", "weather"]
+    assert found_besides_the_built_in() == ["local", "weather"]
     assert load_agent("weather").name == "from a package"
 
 
 def test_a_file_of_the_directory_wins_over_an_entry_point_of_its_name(plugin_site, agents_package):
     install_entry_points(plugin_site, {"clash": "plugin_agents:Clash"}, PLUGIN_SOURCE)
     agents_package("clash", agent_class("LocalClash"))
-    assert available_agents() == ["clash"]
+    assert found_besides_the_built_in() == ["clash"]
     assert type(load_agent("clash")).__name__ == "LocalClash"
 
 

@@ -7,10 +7,11 @@ import asyncio
 import json
 from pathlib import Path
 
-from app import AbstractAgent, Query, ResponseHandler, Session, TextBlockEvent
-from app.protocol.conventions import ToolCallPayload
-from app.protocol.events import TextChunkEvent
-from app.protocol.history import messages_from
+from sentient_assist import AbstractAgent, Query, ResponseHandler, Session
+from sentient_assist.events import TextBlockEvent
+from sentient_assist.protocol.conventions import ToolCallPayload
+from sentient_assist.protocol.events import TextChunkEvent
+from sentient_assist.protocol.history import messages_from
 
 # What an agent might slip into its text, names or documents; none of it may run in the page.
 HOSTILE = (

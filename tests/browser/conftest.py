@@ -54,7 +54,7 @@ def one_stream_server() -> Iterator[RunningServer]:
         yield server
 
 
-@pytest.fixture()
+@pytest.fixture
 def offline(browser: Any) -> Iterator[Callable[..., Offline]]:
     """Make offline contexts (`offline(viewport=...)`); each is closed, and checked, after the test."""
     made: list[Offline] = []

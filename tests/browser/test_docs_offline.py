@@ -9,7 +9,7 @@ from tests.browser.support import API_KEY, browser_missing
 if (missing := browser_missing()) is not None:
     pytest.skip(missing, allow_module_level=True)
 
-from playwright.sync_api import expect  # noqa: E402 (only once the skip above has not happened)
+from playwright.sync_api import expect
 
 
 def test_docs_render_with_no_network_and_only_with_the_key(offline, keyed_server):

@@ -7,14 +7,14 @@ import re
 
 import pytest
 
-from app.protocol.request import Request
+from sentient_assist.protocol.request import Request
 from tests.browser.support import API_KEY, PHONE, browser_missing
 from tests.support.files import wait_for_file
 
 if (missing := browser_missing()) is not None:
     pytest.skip(missing, allow_module_level=True)
 
-from playwright.sync_api import expect  # noqa: E402 (only once the skip above has not happened)
+from playwright.sync_api import expect
 
 ULID = re.compile(r"[0-7][0-9A-HJKMNP-TV-Z]{25}")
 RED = "rgb(180, 35, 24)"  # --error in playground.css
@@ -297,6 +297,46 @@ def test_a_key_is_asked_for_refused_when_wrong_and_sent_when_right(offline, keye
     page.fill("#api-key", "another-key")
     page.press("#api-key", "Enter")
     expect(page.locator("#key-status")).to_contain_text("could not be checked")
+
+
+def test_the_key_in_the_field_is_the_one_sent_with_no_use_key_click(offline, keyed_server):
+    page = open_playground(offline(), keyed_server, named=False)
+    page.wait_for_selector("#key-panel:not([hidden])")
+
+    page.fill("#api-key", "not-the-key")  # typed, and sent at once: refused
+    with page.expect_request("**/assist") as wrong:
+        ask(page, "every-kind")
+    assert wrong.value.headers["authorization"] == "Bearer not-the-key"
+    turn = wait_turn(page, "failed")
+    assert turn.locator(".error-code").inner_text() == "401"
+    message = turn.locator(".block.error").inner_text()
+    assert "the API key is not valid" in message and "Type the key above, then send again" in message
+    expect(page.locator("#key-status")).to_contain_text("refused")
+    assert page.input_value("#prompt") == "every-kind"
+
+    page.fill("#api-key", "nøkkel-ключ")  # fetch() could not send it: said so, nothing sent
+    page.click("#send")
+    expect(page.locator("#key-status")).to_contain_text("A key is ASCII")
+    assert page.locator(".turn").count() == 1 and page.input_value("#prompt") == "every-kind"
+
+    page.fill("#api-key", f" {API_KEY} ")  # what the message said: type the key, send again
+    with page.expect_request("**/assist") as right:
+        page.click("#send")
+    assert right.value.headers["authorization"] == f"Bearer {API_KEY}"
+    answer = wait_turn(page).locator('.block[data-event="FINAL_RESPONSE"] .markdown')
+    assert answer.locator("strong").inner_text() == "cold"
+    expect(page.locator("#key-status")).to_have_text("Key accepted.")
+    expect(page.locator("#agent-name")).to_have_text("playground-test")
+
+    # Kept for the next sends, and for the tab's next page.
+    with page.expect_request("**/assist") as again:
+        ask(page, "history")
+    assert again.value.headers["authorization"] == f"Bearer {API_KEY}"
+    wait_turn(page)
+    assert page.evaluate("sessionStorage.getItem('assist-playground-key')") == API_KEY
+    page.reload()
+    expect(page.locator("#agent-name")).to_have_text("playground-test")
+    assert page.input_value("#api-key") == API_KEY and page.locator("#key-panel").is_hidden()
 
 
 def test_a_2000_event_answer_streams_without_stalling_the_page(offline, agent_server):

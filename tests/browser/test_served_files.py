@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from app.server.playground import CONTENT_SECURITY_POLICY
+from sentient_assist.server.playground import CONTENT_SECURITY_POLICY
 from tests.browser.support import API_KEY
 
 

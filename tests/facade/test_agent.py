@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from app import Agent, AgentResult, RemoteAgentError, ToolCall, load_agent
-from app.runtime.reserved import NO_RESULT
+from sentient_assist import Agent, AgentResult
+from sentient_assist.exceptions import RemoteAgentError
+from sentient_assist.facade import ToolCall
+from sentient_assist.registry import load_agent
+from sentient_assist.runtime.reserved import NO_RESULT
 from tests.support.agents import ScriptedAgent
+from tests.support.waiting import wait_until
 
 PROCESSOR = "facade-test"
 
@@ -197,15 +199,6 @@ async def test_history_written_by_hand_is_accepted(both_scripted):
         await local.run("session", history=[{"role": "assistant", "content": "first?"}])
 
 
-def wait_for(path: Path, timeout: float = 3.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if path.exists():
-            return True
-        time.sleep(0.02)
-    return False
-
-
 @pytest.mark.parametrize("where", ["local", "remote"])
 async def test_cancel_stops_the_agent_and_ends_with_cancelled(both_scripted, where, tmp_path):
     agent = dict(zip(("local", "remote"), both_scripted, strict=False))[where]
@@ -218,7 +211,7 @@ async def test_cancel_stops_the_agent_and_ends_with_cancelled(both_scripted, whe
                 stream.cancel()
         assert stream.result().cancelled
     assert kinds == ["text_delta", "cancelled"]
-    assert await asyncio.to_thread(wait_for, marker)
+    assert await asyncio.to_thread(wait_until, marker.exists, 3.0)
 
 
 @pytest.mark.parametrize("where", ["local", "remote"])
@@ -228,7 +221,7 @@ async def test_leaving_early_or_cancelling_the_reader_stops_the_agent(both_scrip
     async with agent.stream(f"hang:{left}") as stream:
         async for _ in stream:
             break
-    assert await asyncio.to_thread(wait_for, left)
+    assert await asyncio.to_thread(wait_until, left.exists, 3.0)
 
     reader_cancelled = tmp_path / "reader-cancelled"
 
@@ -242,7 +235,7 @@ async def test_leaving_early_or_cancelling_the_reader_stops_the_agent(both_scrip
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert await asyncio.to_thread(wait_for, reader_cancelled)
+    assert await asyncio.to_thread(wait_until, reader_cancelled.exists, 3.0)
 
 
 async def test_a_refused_remote_run_raises_with_the_status(request):

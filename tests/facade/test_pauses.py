@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 from ulid import ULID
 
-from app import Agent, AgentResult, Message, load_agent
-from app.protocol.history import interactions_from
-from app.runtime import pauses
+from sentient_assist import Agent, AgentResult
+from sentient_assist.protocol import Message
+from sentient_assist.protocol.history import interactions_from
+from sentient_assist.registry import load_agent
+from sentient_assist.runtime import pauses
 from tests.support.agents import ScriptedAgent
 from tests.support.sse import new_body, new_session, read_stream
 
@@ -110,7 +112,7 @@ async def test_an_expired_pause_is_refused(monkeypatch):
     paused = await agent.run("ask:late")
     in_time = await agent.run("Oslo", history=paused.messages)
     assert resumed_document(in_time) is not None
-    later = time.time() + pauses.sealer().ttl + 5
+    later = time.time() + pauses.PROCESS_SEALER.ttl + 5
     monkeypatch.setattr(pauses.time, "time", lambda: later)
     late = await agent.run("Oslo", history=paused.messages)
     (error,) = late.errors

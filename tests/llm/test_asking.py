@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from app import Agent, Approval, AskUser, LLMAgent, ScriptedCall, ScriptedModel, ScriptedReply, ToolCall, tool
+from sentient_assist import Agent, Approval, AskUser, LLMAgent, tool
+from sentient_assist.facade import ToolCall
+from sentient_assist.testing import ScriptedCall, ScriptedModel, ScriptedReply
 from tests.support.agents import asking_llm
 from tests.support.server import running_server
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 
-from app import Agent, LLMAgent, ScriptedCall, ScriptedModel, ScriptedReply, TokenUsage, UsageLimits, tool
-from app.runtime.errors import ModelProviderError
+from sentient_assist import Agent, LLMAgent, UsageLimits, tool
+from sentient_assist.events import TokenUsage
+from sentient_assist.runtime.errors import ModelProviderError
+from sentient_assist.testing import ScriptedCall, ScriptedModel, ScriptedReply
 
 running = {"now": 0, "most": 0}
 
@@ -135,7 +137,7 @@ async def test_a_provider_failure_becomes_an_error_event_and_the_run_still_ends_
 
 
 async def test_a_runs_usage_is_the_one_token_usage_type_and_counts_every_request_made():
-    from app import TokenUsage as FrontDoorTokenUsage
+    from sentient_assist.events import TokenUsage as FrontDoorTokenUsage
 
     # The provider reports no total (0): it is the input and output added up. The second request fails
     # before any token: it was made all the same, so it counts.

@@ -8,19 +8,13 @@ import json
 
 import pytest
 
-from app import Agent
+from sentient_assist import Agent
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
-from tests.support.openai_server import FakeOpenAI, error_reply, stream_reply
+from tests.support.openai_server import error_reply, stream_reply
 from tests.support.server import running_server
 from tests.support.sse import new_body, read_stream
 
 SECRET_KEY = "sk-test-0123456789-secret"
-
-
-@pytest.fixture(scope="module")
-def model_server():
-    with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

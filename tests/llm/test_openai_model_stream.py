@@ -13,20 +13,14 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from app.llm import openai_model
-from app.llm.messages import ChatMessage, TextDelta
-from app.llm.model import ModelSettings
-from app.llm.openai_model import OpenAIChatModel
-from app.runtime.errors import ModelProviderError
-from tests.support.openai_server import FakeOpenAI, error_reply, raw_stream_reply, stream_reply
+from sentient_assist.llm import openai_model
+from sentient_assist.llm.messages import ChatMessage, TextDelta
+from sentient_assist.llm.model import ModelSettings
+from sentient_assist.llm.openai_model import OpenAIChatModel
+from sentient_assist.runtime.errors import ModelProviderError
+from tests.support.openai_server import error_reply, raw_stream_reply, stream_reply
 
 HELLO = [ChatMessage(role="user", content="Hello")]
-
-
-@pytest.fixture(scope="module")
-def model_server():
-    with FakeOpenAI() as server:
-        yield server
 
 
 def delta(text: str) -> dict[str, object]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -352,7 +353,7 @@ async def test_events_arrive_as_they_are_sent(server):
             if chunk.choices and chunk.choices[0].delta.content:
                 arrivals.append(time.monotonic())
     assert len(arrivals) == 4
-    gaps = [later - earlier for earlier, later in zip(arrivals, arrivals[1:], strict=False)]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
     assert all(gap > 0.1 for gap in gaps)  # not buffered until the end
 
 

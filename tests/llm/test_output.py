@@ -6,19 +6,10 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from app import (
-    Agent,
-    AgentResult,
-    LLMAgent,
-    OpenAIChatModel,
-    ScriptedCall,
-    ScriptedModel,
-    ScriptedReply,
-    UsageLimits,
-    tool,
-)
+from sentient_assist import Agent, AgentResult, LLMAgent, OpenAIChatModel, UsageLimits, tool
+from sentient_assist.testing import ScriptedCall, ScriptedModel, ScriptedReply
 from tests.support.agents import ScriptedAgent
-from tests.support.openai_server import FakeOpenAI, stream_reply
+from tests.support.openai_server import stream_reply
 
 
 class Weather(BaseModel):
@@ -56,8 +47,26 @@ async def test_a_valid_output_is_sent_as_output_and_read_back_typed():
     assert offered.parameters["required"] == ["city", "celsius"]
     names = [event["event_name"] for event in result.messages[-1].events]
     assert names == ["OUTPUT", "USAGE", "done"]  # the output tool's call is not a TOOL_CALL of the run
-    untyped = await run_with(final({"city": "Oslo", "celsius": 21}), output_type=Weather)[0].run("again")
-    assert untyped.output == {"city": "Oslo", "celsius": 21}  # no output_type: the JSON as it came
+
+
+async def test_an_llm_agent_with_an_output_type_gives_its_type_without_being_told_again():
+    agent, _ = run_with(final({"city": "Oslo", "celsius": 21}), output_type=Weather)
+    assert agent.output_type is Weather
+    result = await agent.run("Weather in Oslo?")
+    assert result.output == Weather(city="Oslo", celsius=21) and not result.errors
+    wrapped, _ = run_with(final({"result": ["Oslo", "Lima"]}), output_type=tuple[str, ...])
+    assert (await wrapped.run("Two cities?")).output == ("Oslo", "Lima")  # not the list the JSON has
+
+
+async def test_an_explicit_output_type_still_wins_over_the_agents():
+    agent, _ = run_with(final({"city": "Oslo", "celsius": 21}), output_type=Weather)
+    as_dict = await agent.run("Weather in Oslo?", output_type=dict)
+    assert as_dict.output == {"city": "Oslo", "celsius": 21}
+
+
+def test_run_sync_gives_the_agents_output_type_too():
+    agent, _ = run_with(final({"city": "Oslo", "celsius": 21}), output_type=Weather)
+    assert agent.run_sync("Weather in Oslo?").output == Weather(city="Oslo", celsius=21)
 
 
 async def test_an_invalid_output_goes_back_to_the_model_with_what_was_wrong_and_the_retry_is_used():
@@ -108,12 +117,9 @@ async def test_in_process_and_over_http_a_remote_output_is_validated_or_reported
         assert typed.output == Weather(city="Lima", celsius=19) and not typed.errors
         wrong = await agent.run("output:wrong", output_type=Weather)
         assert wrong.output is None and wrong.errors[-1].code == 502 and "not a Weather" in wrong.errors[-1].message
-
-
-@pytest.fixture(scope="module")
-def model_server():
-    with FakeOpenAI() as server:
-        yield server
+        # An agent with no output type of its own (and any over HTTP): the JSON as it came.
+        assert agent.output_type is None
+        assert (await agent.run("output")).output == {"city": "Lima", "celsius": 19}
 
 
 async def test_through_an_openai_compatible_server_an_invalid_output_is_corrected(model):

@@ -11,15 +11,15 @@ from typing import Any
 import pytest
 from ulid import ULID
 
-from app import AbstractAgent, LLMAgent, OpenAIChatModel
-from app.protocol.request import Query
-from app.runtime.run import Run, RunStats
-from app.runtime.session import Session
-from app.runtime.watcher import RunWatcher
-from app.server.logs import JsonFormatter, TextFormatter
+from sentient_assist import AbstractAgent, LLMAgent, OpenAIChatModel
+from sentient_assist.protocol.request import Query
+from sentient_assist.runtime.run import Run, RunStats
+from sentient_assist.runtime.session import Session
+from sentient_assist.runtime.watcher import RunWatcher
+from sentient_assist.server.logs import JsonFormatter, TextFormatter
 from tests.runtime.test_response_handler import read_to_the_end
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
-from tests.support.openai_server import FakeOpenAI, error_reply, raw_stream_reply, stream_reply
+from tests.support.openai_server import error_reply, raw_stream_reply, stream_reply
 from tests.support.server import free_port, running_server
 from tests.support.sse import Stream, new_body, read_stream
 
@@ -28,12 +28,6 @@ OTHER_KEY = "sk-live-9f8e7d6c5b4a3928170615"  # a key the provider quotes that i
 MARKER = "PROMPT-MARKER-4242"
 PROMPT = f"Tell me the story of {MARKER}, my bank details and my diagnosis."
 LEAKS = (CONFIGURED_KEY, OTHER_KEY, MARKER, "bank details")
-
-
-@pytest.fixture(scope="module")
-def model_server():
-    with FakeOpenAI() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +82,7 @@ def test_rejected_credentials_say_so_with_the_status_and_the_request_id_and_noth
     }
     assert_nothing_leaked(stream, service)
     logged = failure_logged(service, "client-req-401")
-    assert logged["level"] == "warning" and logged["logger"] == "app.llm"
+    assert logged["level"] == "warning" and logged["logger"] == "sentient_assist.llm"
     assert (logged["kind"], logged["status"], logged["model"]) == ("credentials", 401, "test-model")
     assert (logged["provider_type"], logged["provider_code"]) == ("invalid_request_error", "invalid_api_key")
     assert logged["provider_request_id"].startswith("req_")

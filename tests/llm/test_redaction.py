@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from app.llm.redaction import MIN_SENT_RUN, mask_secrets, mask_sent_text, masked_excerpt
+from sentient_assist.llm.redaction import MIN_SENT_RUN, mask_secrets, mask_sent_text, masked_excerpt
 
 CONFIGURED_KEY = "my-own-key-without-any-usual-shape"
 
 
 @pytest.mark.parametrize(
-    "text, masked",
+    ("text", "masked"),
     [
         ("Incorrect API key provided: sk-test***-key.", "Incorrect API key provided: sk-***."),
         ("Incorrect API key provided: sk-proj-AbC123dEf456.", "Incorrect API key provided: sk-***."),

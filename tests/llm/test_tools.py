@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
+import re
 
 import pytest
 
-from agents.assistant import calculate, current_time
-from app import tool
+from sentient_assist import Agent, AskUser, LLMAgent, tool
+from sentient_assist.agents.assistant import calculate, current_time
+from sentient_assist.compat import BasicAgent, agent_tool
+from sentient_assist.runtime.agent import AbstractAgent
+from sentient_assist.testing import ScriptedCall, ScriptedModel, ScriptedReply
 
 
 @tool
@@ -118,3 +124,121 @@ async def test_results_and_arguments_json_cannot_carry_are_the_tools_error_not_a
     assert "not valid JSON" in (await add.call('{"a": ' + "9" * 5000 + "}")).error
     huge = await calculate.call('{"expression": "((9**999)**999)**999"}')
     assert huge.result is None and ("too large" in huge.error or "exponents" in huge.error)
+
+
+# --- what LLMAgent(tools=[...]) takes: functions, coroutine functions, BasicAgents, Tools ---
+
+
+def double(n: int) -> int:
+    """Double a number.
+
+    Args:
+        n: the number
+    """
+    return n * 2
+
+
+async def shout(text: str) -> str:
+    """Say it louder."""
+    await asyncio.sleep(0)
+    return text.upper()
+
+
+class Weather(BasicAgent):
+    """An openrappter agent: its metadata is the tool's schema, perform() its call."""
+
+    def __init__(self):
+        self.name = "Weather"
+        self.metadata = {
+            "name": self.name,
+            "description": "The weather in a city",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        }
+        super().__init__(name=self.name, metadata=self.metadata)
+
+    def perform(self, **kwargs):
+        return json.dumps({"status": "success", "response": f"Sunny in {kwargs['city']}"})
+
+
+def calling(*calls: ScriptedCall) -> ScriptedModel:
+    """A model that calls the tools, then answers once it has read their results."""
+    return ScriptedModel([ScriptedReply(tool_calls=calls), ScriptedReply(text="Done.")])
+
+
+def tool_messages(model: ScriptedModel) -> dict[str, str]:
+    """What the model read back from each tool, by name (in its second request)."""
+    return {m.name: m.content for m in model.calls[1][0] if m.role == "tool"}
+
+
+async def test_plain_and_coroutine_functions_are_tools_as_at_tool_makes_them():
+    model = calling(ScriptedCall("double", {"n": 21}), ScriptedCall("shout", {"text": "hi"}))
+    agent = LLMAgent(model=model, tools=[double, shout])
+    assert agent.tools["double"].spec == tool(double).spec and agent.tools["shout"].spec == tool(shout).spec
+    result = await Agent(agent).run("go")
+    assert not result.errors and result.text == "Done."
+    assert [(c.name, c.result) for c in result.tool_calls] == [("double", 42), ("shout", "HI")]
+    assert tool_messages(model) == {"double": "42", "shout": '"HI"'}  # the results reached the model
+    offered = {spec.name: spec for spec in model.calls[0][1]}
+    assert offered["double"].description == "Double a number."
+    assert offered["double"].parameters["properties"]["n"]["description"] == "the number"
+
+
+async def test_a_basic_agent_is_a_tool_its_metadata_the_schema():
+    model = calling(ScriptedCall("Weather", {"city": "Oslo"}))
+    result = await Agent(LLMAgent(model=model, tools=[Weather()])).run("weather in Oslo?")
+    assert not result.errors and result.text == "Done."
+    (offered,) = model.calls[0][1]
+    assert (offered.name, offered.description) == ("Weather", "The weather in a city")
+    assert offered.parameters["required"] == ["city"]
+    (call,) = result.tool_calls
+    assert call.result == {"status": "success", "response": "Sunny in Oslo"}
+    assert "Sunny in Oslo" in tool_messages(model)["Weather"]
+
+
+def test_a_tool_and_an_agent_tool_are_taken_as_they_are():
+    made, adapted = tool(double), agent_tool(Weather(), timeout=3)
+    agent = LLMAgent(model=ScriptedModel([]), tools=[made, adapted])
+    assert agent.tools == {"double": made, "Weather": adapted}
+
+
+class NotABasicAgent(AbstractAgent):
+    async def assist(self, session, query, response_handler):
+        await response_handler.complete()
+
+
+@pytest.mark.parametrize(
+    ("tools", "message"),
+    [
+        (
+            [double, shout, "double"],
+            "tools[2] is a str: pass a function, a coroutine function, a Tool or a BasicAgent",
+        ),
+        ([42], "tools[0] is an int: pass a function"),
+        ([double, Weather], "tools[1] is the class Weather: pass a function, a coroutine function, a Tool or a "),
+        ([NotABasicAgent()], "tools[0] is a NotABasicAgent: pass a function"),
+        ([functools.partial(double, 2)], "tools[0] is a partial: pass a function"),
+        (double, "tools= takes a list of tools, got a function: write tools=[double]"),
+        ([double, lambda *numbers: 0], "tools[1]: tool <lambda>: *args and **kwargs cannot be described"),
+    ],
+)
+def test_anything_else_is_refused_when_the_agent_is_built_naming_its_position_and_type(tools, message):
+    with pytest.raises(TypeError) as raised:
+        LLMAgent(model=ScriptedModel([]), tools=tools)
+    assert str(raised.value).startswith(message)
+
+
+@pytest.mark.parametrize(
+    ("tools", "options", "message"),
+    [
+        ([double, tool(double)], {}, "tools[0] and tools[1] are both named 'double'"),
+        ([Weather(), shout, Weather()], {}, "tools[0] and tools[2] are both named 'Weather'"),
+        ([tool(name="shout")(double), shout], {}, "tools[0] and tools[1] are both named 'shout'"),
+        ([tool(name="final_result")(double)], {"output_type": int}, "tools[0] is named 'final_result'"),
+        ([tool(name="ask_user")(double)], {"ask_user": AskUser()}, "tools[0] is named 'ask_user'"),
+    ],
+)
+def test_two_tools_of_one_name_are_refused_naming_both(tools, options, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        LLMAgent(model=ScriptedModel([]), tools=tools, **options)
+    if not options:  # the same names are fine apart
+        LLMAgent(model=ScriptedModel([]), tools=tools[:1])

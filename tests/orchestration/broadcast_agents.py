@@ -13,10 +13,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from app import AbstractAgent, CallPolicy, Query, ResponseHandler, Session, current_context, publish_slush
-from app.orchestration.broadcast import FallbackResult, Outcome, RaceResult, chain, fallback, race
-from app.orchestration.router import RouterAgent
-from app.orchestration.rules import Router
+from sentient_assist import AbstractAgent, Query, ResponseHandler, Session
+from sentient_assist.compat import current_context, publish_slush
+from sentient_assist.orchestration import CallPolicy
+from sentient_assist.orchestration.broadcast import FallbackResult, Outcome, RaceResult, chain, fallback, race
+from sentient_assist.orchestration.router import RouterAgent
+from sentient_assist.orchestration.rules import Router
 
 _MARKERS = re.compile(r"markers=(\S+)")
 

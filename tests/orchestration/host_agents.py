@@ -6,23 +6,11 @@ import asyncio
 import os
 from collections.abc import Sequence
 
-from app import (
-    AbstractAgent,
-    Agent,
-    CallPolicy,
-    FunctionModel,
-    HandoffLimits,
-    HostAgent,
-    Query,
-    ResponseHandler,
-    ScriptedCall,
-    ScriptedReply,
-    Session,
-    Specialist,
-    call_agent,
-)
-from app.llm.messages import ChatMessage, ToolSpec
-from app.orchestration.forwarding import Forwarder
+from sentient_assist import AbstractAgent, Agent, HostAgent, Query, ResponseHandler, Session, Specialist, call_agent
+from sentient_assist.llm.messages import ChatMessage, ToolSpec
+from sentient_assist.orchestration import CallPolicy, HandoffLimits
+from sentient_assist.orchestration.forwarding import Forwarder
+from sentient_assist.testing import FunctionModel, ScriptedCall, ScriptedReply
 
 
 class Speaker(AbstractAgent):

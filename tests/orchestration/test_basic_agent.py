@@ -9,19 +9,11 @@ import json
 
 import pytest
 
-from app import (
-    Agent,
-    BasicAgent,
-    LLMAgent,
-    Router,
-    RouterAgent,
-    ScriptedCall,
-    ScriptedModel,
-    ScriptedReply,
-    agent_tool,
-    load_agent,
-)
-from app.orchestration.broadcast import chain
+from sentient_assist import Agent, LLMAgent, Router, RouterAgent
+from sentient_assist.compat import BasicAgent, agent_tool
+from sentient_assist.orchestration.broadcast import chain
+from sentient_assist.registry import load_agent
+from sentient_assist.testing import ScriptedCall, ScriptedModel, ScriptedReply
 from tests.support.server import running_server
 from tests.support.sse import new_body, read_stream
 

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from app import Agent, CallPolicy, DataSlush
-from app.orchestration.broadcast import StopOnFailure, broadcast_all, chain, fallback, race
+from sentient_assist import Agent
+from sentient_assist.compat import DataSlush
+from sentient_assist.orchestration import CallPolicy
+from sentient_assist.orchestration.broadcast import StopOnFailure, broadcast_all, chain, fallback, race
 from tests.orchestration.broadcast_agents import (
     FailingAgent,
     HangingAgent,
@@ -49,7 +51,7 @@ async def test_broadcast_all_runs_every_agent_and_reports_each_failure_in_order(
     agents = [SlushAgent("a", delay=0.02), FailingAgent("b"), FailingAgent("c", mode="raise"), SlushAgent("d")]
     outcomes = await broadcast_all(agents, "hello")
     assert statuses(outcomes) == [("a", "ok"), ("b", "failed"), ("c", "failed"), ("d", "ok")]
-    a, b, c, d = outcomes
+    a, b, c, _d = outcomes
     assert a.result.text == "a answers" and a.error is None and a.slush.source_agent == "a"
     assert b.error == "b could not answer (502)" and b.result.errors[0].details == {"agent": "b"}
     assert "500" in c.error and c.result is not None and c.slush is None

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app import Agent, load_agent
+from sentient_assist import Agent
+from sentient_assist.registry import load_agent
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
 from tests.support.server import running_server
 from tests.support.sse import new_body, read_stream
@@ -16,7 +17,7 @@ def concierge_server():
         yield server
 
 
-@pytest.fixture()
+@pytest.fixture
 def concierge(monkeypatch):
     monkeypatch.setenv("MODEL_NAME", "")
     return Agent(load_agent("concierge"))

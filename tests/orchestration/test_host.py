@@ -9,19 +9,10 @@ from typing import Any
 
 import pytest
 
-from app import (
-    Agent,
-    CallPolicy,
-    FunctionModel,
-    HandoffLimits,
-    HostAgent,
-    ScriptedCall,
-    ScriptedModel,
-    ScriptedReply,
-    Specialist,
-    handoff_callbacks,
-)
-from app.runtime.errors import ModelProviderError
+from sentient_assist import Agent, HostAgent, Specialist
+from sentient_assist.orchestration import CallPolicy, HandoffLimits, handoff_callbacks
+from sentient_assist.runtime.errors import ModelProviderError
+from sentient_assist.testing import FunctionModel, ScriptedCall, ScriptedModel, ScriptedReply
 from tests.orchestration import host_agents
 from tests.orchestration.host_agents import Speaker, handing_off, make_host
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
@@ -140,7 +131,7 @@ def test_over_the_wire_two_hand_offs_arrive_in_order_and_callbacks_run_before_th
     )
     assert answer == "first:reporter,second:reporter"
     names = reported.names()
-    assert names.index("HANDOFF") < [i for i, e in enumerate(reported.events) if e["source"] == "reporter"][0]
+    assert names.index("HANDOFF") < next(i for i, e in enumerate(reported.events) if e["source"] == "reporter")
 
 
 async def test_an_unknown_specialist_goes_to_the_fallback_or_the_host_answers(served):
@@ -259,7 +250,7 @@ async def test_a_summarizer_speaks_for_the_specialists():
 
 async def test_a_call_to_an_unknown_specialist_beside_known_ones_is_an_error_and_a_warning(caplog):
     host = make_host("alpha", "nobody")  # no fallback
-    with caplog.at_level(logging.WARNING, logger="app.orchestration"):
+    with caplog.at_level(logging.WARNING, logger="sentient_assist.orchestration"):
         result = await Agent(host).run("x")
     assert "alpha speaks first" in result.text, "the known specialist still gets the request"
     assert [(e.code, e.details) for e in result.errors] == [(404, {"unknown_specialist": "nobody"})]
@@ -324,7 +315,7 @@ async def test_when_a_model_fails_each_text_stream_ends_once_before_the_error_th
 
 
 @pytest.mark.parametrize(
-    "first, second",
+    ("first", "second"),
     [("a.b", "a b"), ("web search", "web_search"), ("alpha", "alpha"), ("x" * 64 + "1", "x" * 64 + "2")],
 )
 def test_specialists_whose_names_would_share_a_tool_name_are_refused(first, second):

@@ -4,9 +4,7 @@ the user's prompt or what the specialists answered."""
 
 from __future__ import annotations
 
-import pytest
-
-from app import HostAgent, OpenAIChatModel, Specialist
+from sentient_assist import HostAgent, OpenAIChatModel, Specialist
 from tests.llm.test_provider_failures import (
     CONFIGURED_KEY,
     LEAKS,
@@ -15,15 +13,9 @@ from tests.llm.test_provider_failures import (
     run_with_request_id,
 )
 from tests.orchestration.host_agents import Speaker
-from tests.support.openai_server import FakeOpenAI, error_reply, stream_reply
+from tests.support.openai_server import error_reply, stream_reply
 
 ANSWER = "ALPHA-ANSWER-5151 the account number is in the drawer"
-
-
-@pytest.fixture(scope="module")
-def model_server():
-    with FakeOpenAI() as server:
-        yield server
 
 
 def chat_model(server) -> OpenAIChatModel:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from ulid import ULID
 
-from app import Agent
-from app.orchestration.broadcast import chain
-from app.orchestration.router import RouterAgent
-from app.orchestration.rules import Router
+from sentient_assist import Agent
+from sentient_assist.orchestration.broadcast import chain
+from sentient_assist.orchestration.router import RouterAgent
+from sentient_assist.orchestration.rules import Router
 from tests.orchestration.broadcast_agents import (
     EchoAgent,
     HangingAgent,

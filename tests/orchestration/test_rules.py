@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app import NoRouteError
-from app.orchestration.context import build_context
-from app.orchestration.rules import Route, Router, Rule, flatten, request_metadata
+from sentient_assist.exceptions import NoRouteError
+from sentient_assist.orchestration.context import build_context
+from sentient_assist.orchestration.rules import Route, Router, Rule, flatten, request_metadata
 from tests.orchestration.broadcast_agents import EchoAgent
 
 ONE = EchoAgent("one")
@@ -158,7 +158,7 @@ def test_a_catastrophic_regex_counts_as_no_match_instead_of_hanging(caplog):
     router.add(name="alternation", agent=TWO, prompt_pattern=r"(a|aa)+$")
     prompt_nested = "a" * 30 + "b"
     prompt_alternation = "a" * 60 + "b"  # about 10**12 paths for a backtracking engine
-    with caplog.at_level(logging.WARNING, logger="app.orchestration"):
+    with caplog.at_level(logging.WARNING, logger="sentient_assist.orchestration"):
         assert router.route(prompt_nested).agent is FALLBACK
         assert router.route(prompt_alternation).agent is FALLBACK
     timed_out = [r for r in caplog.records if "ran past" in r.getMessage()]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from app.protocol.conventions import TokenUsage
+from sentient_assist.protocol.conventions import TokenUsage
 
 
 def test_usage_adds_up_field_by_field():

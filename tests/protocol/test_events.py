@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from app import AtomicEvent, BaseEvent, BaseEventType, Event, EventContentType, ResponseHandler, StreamEvent
-from app.protocol.events import (
+from sentient_assist import ResponseHandler
+from sentient_assist.events import AtomicEvent, BaseEvent, BaseEventType, Event, EventContentType, StreamEvent
+from sentient_assist.protocol.events import (
     DocumentEvent,
     DoneEvent,
     ErrorContent,
@@ -282,7 +283,7 @@ TEXT_EVENTS: dict[str, Callable[[str], object]] = {
     "metadata": lambda text: done(metadata={"k": text}),
 }
 # Any text UTF-8 can carry, with the characters a frame must take care of made frequent.
-texts = st.text(st.characters(codec="utf-8") | st.sampled_from(LINE_BREAKS + ["\n", "\r", "\x00", '"', "\\"]))
+texts = st.text(st.characters(codec="utf-8") | st.sampled_from([*LINE_BREAKS, "\n", "\r", "\x00", '"', "\\"]))
 finite_floats = st.floats(allow_nan=False, allow_infinity=False)
 
 
@@ -345,7 +346,7 @@ def test_float_with_padded_exponent_still_reads_back_the_same(value):
     ids=["document", "error-details", "metadata"],
 )
 def test_non_finite_numbers_cannot_be_framed(build, value):
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not JSON compliant"):
         build(value).sse_frame()
 
 

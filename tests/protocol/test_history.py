@@ -8,11 +8,18 @@ from pathlib import Path
 import pytest
 from ulid import ULID
 
-from app.protocol.events import TextBlockEvent, TextChunkEvent
-from app.protocol.history import Message, as_messages, assistant_text, interactions_from, messages_from, user_text
-from app.protocol.request import Interaction, RequestMessage, ResponseMessage
+from sentient_assist.protocol.events import TextBlockEvent, TextChunkEvent
+from sentient_assist.protocol.history import (
+    Message,
+    as_messages,
+    assistant_text,
+    interactions_from,
+    messages_from,
+    user_text,
+)
+from sentient_assist.protocol.request import Interaction, RequestMessage, ResponseMessage
 
-APP = Path(__file__).resolve().parents[2] / "app"
+PACKAGE = Path(__file__).resolve().parents[2] / "sentient_assist"
 HISTORY_NAMES = {"Message", "as_messages", "assistant_text", "interactions_from", "messages_from", "user_text"}
 
 
@@ -82,17 +89,19 @@ def test_the_answer_is_final_response_else_the_other_text_and_never_thinking():
 
 def test_a_message_is_a_frozen_value():
     message = Message(role="user", content="hi")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="frozen"):
         message.content = "bye"  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("package", ["facade", "llm", "orchestration"])
 def test_the_facade_llm_and_orchestration_take_messages_and_history_from_this_one_module(package):
-    for path in sorted((APP / package).glob("*.py")):
+    for path in sorted((PACKAGE / package).glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.ImportFrom):
                 names = {alias.name for alias in node.names} & HISTORY_NAMES
-                assert not names or node.module == "app.protocol.history", (
-                    f"{path.relative_to(APP.parent)} imports {sorted(names)} from {node.module}"
+                assert not names or node.module == "sentient_assist.protocol.history", (
+                    f"{path.relative_to(PACKAGE.parent)} imports {sorted(names)} from {node.module}"
                 )
-                assert node.module not in ("app.facade.history", "app.llm.history"), f"{path} imports {node.module}"
+                assert node.module not in ("sentient_assist.facade.history", "sentient_assist.llm.history"), (
+                    f"{path} imports {node.module}"
+                )

@@ -9,9 +9,10 @@ import pytest
 from pydantic import ValidationError
 from ulid import ULID
 
-from app import DocumentEvent, DoneEvent, ErrorContent, ErrorEvent, Request, TextBlockEvent, TextChunkEvent
-from app.protocol.request import AssistRequest
-from app.protocol.ulid import ULID_PATTERN
+from sentient_assist.events import DocumentEvent, DoneEvent, ErrorContent, ErrorEvent, TextBlockEvent, TextChunkEvent
+from sentient_assist.protocol import Request
+from sentient_assist.protocol.request import AssistRequest
+from sentient_assist.protocol.ulid import ULID_PATTERN
 
 # Increasing ids, so that parent/root ordering rules hold where a test needs them.
 ROOT_ID, PARENT_ID, REQUEST_ID, CHAT_ID, QUERY_ID, ACTIVITY_ID, SESSION_REQUEST_ID = (
@@ -264,7 +265,7 @@ def test_response_with_unknown_content_type_fails():
 
 
 @pytest.mark.parametrize(
-    "prompts, expected",
+    ("prompts", "expected"),
     [(("one",), "one"), (("one", "two", "three"), "one\ntwo\nthree"), (("", "x"), "\nx")],
 )
 def test_prompt_joins_part_prompts_with_newlines(prompts, expected):
@@ -282,7 +283,7 @@ def test_parent_and_root_request_ids_are_read():
 
 
 @pytest.mark.parametrize(
-    "fields, message",
+    ("fields", "message"),
     [
         ({"parent_request_id": PARENT_ID}, "root_request_id is required"),
         ({"parent_request_id": CHAT_ID, "root_request_id": ROOT_ID}, "parent_request_id must be less than id"),
@@ -336,6 +337,6 @@ def test_json_schema_ulid_pattern_agrees_with_the_validator():
 
 
 def test_a_ulid_with_a_trailing_newline_is_refused():
-    from app.protocol.ulid import is_ulid
+    from sentient_assist.protocol.ulid import is_ulid
 
     assert is_ulid(QUERY_ID) and not is_ulid(QUERY_ID + "\n")

@@ -10,10 +10,10 @@ import pytest
 from pydantic import ValidationError
 from ulid import ULID
 
-from app import Request
-from app.protocol.events import MAX_METADATA_KEYS
-from app.protocol.history import interactions_from
-from app.protocol.request import (
+from sentient_assist.protocol import Request
+from sentient_assist.protocol.events import MAX_METADATA_KEYS
+from sentient_assist.protocol.history import interactions_from
+from sentient_assist.protocol.request import (
     MAX_FILE_ID_LENGTH,
     MAX_FILE_IDS,
     MAX_INTERACTIONS,
@@ -235,7 +235,7 @@ def test_what_the_0_3_0_models_accept_at_real_sizes_we_accept():
 
 
 def test_the_history_the_facade_sends_passes():
-    from app.protocol.history import Message
+    from sentient_assist.protocol.history import Message
 
     messages = tuple(Message(role="user" if n % 2 == 0 else "assistant", content=f"turn {n}") for n in range(2 * 300))
     interactions = interactions_from(messages, ULID(), "showcase")

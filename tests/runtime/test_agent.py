@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from app import AbstractAgent, Agent, AgentError
+from sentient_assist import AbstractAgent, Agent
+from sentient_assist.exceptions import AgentError
 
 
 class Named(AbstractAgent):

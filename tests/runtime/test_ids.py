@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator
 
 import pytest
 from ulid import ULID
 
-from app.protocol.ulid import is_ulid
-from app.runtime.ids import MonotonicUlid
+from sentient_assist.protocol.ulid import is_ulid
+from sentient_assist.runtime.ids import MonotonicUlid
 
 MANY = 100_000
 FROZEN_NS = 1_750_000_000_123_456_789
@@ -25,15 +26,15 @@ def random_part(ulid: str) -> int:
 
 
 def assert_strictly_increasing(ids: list[str]) -> None:
-    assert all(a < b for a, b in zip(ids, ids[1:], strict=False))
+    assert all(a < b for a, b in itertools.pairwise(ids))
 
 
 def set_clock(monkeypatch: pytest.MonkeyPatch, readings: Iterator[int]) -> None:
-    monkeypatch.setattr("app.runtime.ids.time.time_ns", lambda: next(readings))
+    monkeypatch.setattr("sentient_assist.runtime.ids.time.time_ns", lambda: next(readings))
 
 
 def freeze_clock(monkeypatch: pytest.MonkeyPatch, ns: int = FROZEN_NS) -> None:
-    monkeypatch.setattr("app.runtime.ids.time.time_ns", lambda: ns)
+    monkeypatch.setattr("sentient_assist.runtime.ids.time.time_ns", lambda: ns)
 
 
 def test_many_ids_in_a_tight_loop_increase_and_keep_to_the_wall_clock():

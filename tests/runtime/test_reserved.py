@@ -7,8 +7,11 @@ import asyncio
 
 import pytest
 
-from app import AgentError, DocumentEvent, DoneEvent, QueueHook, ResponseHandler
-from app.runtime.reserved import MAX_STAGE_LABEL, NO_RESULT
+from sentient_assist import ResponseHandler
+from sentient_assist.events import DocumentEvent, DoneEvent
+from sentient_assist.exceptions import AgentError
+from sentient_assist.runtime.reserved import MAX_STAGE_LABEL, NO_RESULT
+from sentient_assist.testing import QueueHook
 
 SOURCE = "agent-x"
 

@@ -11,26 +11,16 @@ import pytest
 from pydantic import BaseModel, RootModel
 from ulid import ULID
 
-from app import (
-    AgentError,
-    DocumentEvent,
-    DoneEvent,
-    ErrorContent,
-    ErrorEvent,
-    Identity,
-    QueueHook,
-    ResponseHandler,
-    ResponseStreamClosedError,
-    Session,
-    TextBlockEvent,
-    TextChunkEvent,
-    TextStreamClosedError,
-)
-from app.protocol.conventions import ToolResultPayload
-from app.protocol.request import Interaction, SessionObject
-from app.protocol.ulid import is_ulid
-from app.runtime.channel import Channel
-from app.runtime.session import Interactions
+from sentient_assist import ResponseHandler, Session
+from sentient_assist.compat import Identity
+from sentient_assist.events import DocumentEvent, DoneEvent, ErrorContent, ErrorEvent, TextBlockEvent, TextChunkEvent
+from sentient_assist.exceptions import AgentError, ResponseStreamClosedError, TextStreamClosedError
+from sentient_assist.protocol.conventions import ToolResultPayload
+from sentient_assist.protocol.request import Interaction, SessionObject
+from sentient_assist.protocol.ulid import is_ulid
+from sentient_assist.runtime.channel import Channel
+from sentient_assist.runtime.session import Interactions
+from sentient_assist.testing import QueueHook
 
 SOURCE = "agent-x"
 
@@ -225,7 +215,7 @@ async def test_stream_complete_twice_emits_once(handler, queue):
 
 
 @pytest.mark.parametrize(
-    "response, event_class",
+    ("response", "event_class"),
     [("the answer", TextBlockEvent), ({"answer": 42}, DocumentEvent)],
     ids=["text", "document"],
 )
@@ -473,10 +463,10 @@ async def read_to_the_end(run) -> list:
 
 
 async def test_a_watched_run_wakes_its_silent_reader_for_a_keepalive_then_still_delivers():
-    from app import AbstractAgent
-    from app.protocol.request import Query
-    from app.runtime.run import Run, RunStats
-    from app.runtime.watcher import RunWatcher
+    from sentient_assist import AbstractAgent
+    from sentient_assist.protocol.request import Query
+    from sentient_assist.runtime.run import Run, RunStats
+    from sentient_assist.runtime.watcher import RunWatcher
 
     class SpeaksLate(AbstractAgent):
         name = "late"
@@ -506,9 +496,9 @@ async def test_a_watched_run_wakes_its_silent_reader_for_a_keepalive_then_still_
 
 
 async def test_a_time_limit_that_cuts_complete_short_still_ends_the_run_with_504_and_done():
-    from app import AbstractAgent
-    from app.protocol.request import Query
-    from app.runtime.run import Run, RunStats
+    from sentient_assist import AbstractAgent
+    from sentient_assist.protocol.request import Query
+    from sentient_assist.runtime.run import Run, RunStats
 
     class FillsTheChannelThenCompletes(AbstractAgent):
         name = "filler"
@@ -519,7 +509,7 @@ async def test_a_time_limit_that_cuts_complete_short_still_ends_the_run_with_504
                 await stream.emit_chunk("x")
             await handler.complete()
 
-    from app.runtime.watcher import RunWatcher
+    from sentient_assist.runtime.watcher import RunWatcher
 
     run = Run(
         FillsTheChannelThenCompletes(),
@@ -556,7 +546,7 @@ def history_with(event) -> dict:
 
 
 async def test_an_event_name_too_long_for_the_history_is_refused_when_sent(handler):
-    from app.protocol.request import MAX_NAME_LENGTH
+    from sentient_assist.protocol.request import MAX_NAME_LENGTH
 
     await handler.emit_text_block("N" * MAX_NAME_LENGTH, "at the limit")
     for emit in (handler.emit_text_block, handler.emit_json, handler.create_text_stream):
@@ -568,7 +558,7 @@ async def test_an_event_name_too_long_for_the_history_is_refused_when_sent(handl
 
 
 @pytest.mark.parametrize(
-    "field, value, limit",
+    ("field", "value", "limit"),
     [
         ("source", "s" * 257, "at most 256"),
         ("metadata", {"note": "m" * 4097}, "at most 4096"),
@@ -577,7 +567,7 @@ async def test_an_event_name_too_long_for_the_history_is_refused_when_sent(handl
     ids=["source", "metadata-value", "metadata-keys"],
 )
 async def test_a_forwarded_event_too_large_for_the_history_is_refused(field, value, limit):
-    from app.protocol.request import Request
+    from sentient_assist.protocol.request import Request
 
     handler = ResponseHandler("host", QueueHook(asyncio.Queue()))
     fields = {"event_name": "NOTE", "source": "remote", "content": "x", field: value}

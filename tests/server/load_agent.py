@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
-from app import ResponseHandler
+from sentient_assist import ResponseHandler
 from tests.support.agents import ScriptedAgent
 
 GATE_LIMIT = 30.0

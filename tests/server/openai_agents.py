@@ -7,8 +7,9 @@ import json
 
 from fastapi import FastAPI
 
-from app import FINAL_RESPONSE, ResponseHandler, Session, add_routes
-from app.protocol.history import messages_from
+from sentient_assist import ResponseHandler, Session, add_routes
+from sentient_assist.events import FINAL_RESPONSE
+from sentient_assist.protocol.history import messages_from
 from tests.support.agents import SECRET, ScriptedAgent
 
 

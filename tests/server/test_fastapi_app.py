@@ -13,7 +13,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
-from app import create_app
+from sentient_assist import create_app
 from tests.server.test_stream_guarantees import (
     assert_a_disconnect_cancels_the_agent_within_a_second,
     assert_well_ended,

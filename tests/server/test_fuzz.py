@@ -370,10 +370,10 @@ def walk(value: Any, path: tuple = ()) -> Iterator[tuple]:
     yield path
     if isinstance(value, dict):
         for key, child in value.items():
-            yield from walk(child, path + (key,))
+            yield from walk(child, (*path, key))
     elif isinstance(value, list):
         for index, child in enumerate(value):
-            yield from walk(child, path + (index,))
+            yield from walk(child, (*path, index))
 
 
 def at(value: Any, path: tuple) -> Any:

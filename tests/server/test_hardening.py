@@ -244,7 +244,7 @@ async def test_while_draining_readyz_and_new_streams_answer_503():
 
     import uvicorn
 
-    from app import create_app, load_settings
+    from sentient_assist import create_app, load_settings
 
     app = create_app(load_settings(agent="tests.support.agents:ScriptedAgent"))
     # What uvicorn does in the process it serves from: its server's handle_exit is the SIGTERM

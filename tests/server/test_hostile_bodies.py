@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from app.protocol.request import MAX_NAME_LENGTH
-from app.server.validation import MAX_ERRORS, TOO_MANY_ERRORS, validation_detail
+from sentient_assist.protocol.request import MAX_NAME_LENGTH
+from sentient_assist.server.validation import MAX_ERRORS, TOO_MANY_ERRORS, validation_detail
 from tests.protocol.test_request_limits import long_chat
 from tests.server.test_stream_guarantees import assert_well_ended
 from tests.support.server import RunningServer, running_server

@@ -160,7 +160,7 @@ def test_default_server_has_the_same_limits_logs_and_backstop(tmp_path):
     script.write_text(
         textwrap.dedent(f"""
         import asyncio
-        from app import AbstractAgent, DefaultServer
+        from sentient_assist import AbstractAgent, DefaultServer
 
         class Hangs(AbstractAgent):
             name = "hangs"

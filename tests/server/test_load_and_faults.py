@@ -12,6 +12,7 @@ that all 500 are open at once whatever the speed of the machine.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import random
 import re
@@ -177,7 +178,7 @@ def assert_in_order(stream: Stream, count: int) -> None:
     assert stream.status == 200, stream.raw[:300]
     events = stream.events
     ids = [event["id"] for event in events]
-    assert all(a < b for a, b in zip(ids, ids[1:], strict=False)), "event ids must strictly increase"
+    assert all(a < b for a, b in itertools.pairwise(ids)), "event ids must strictly increase"
     assert events[1]["event_name"] == "GATE"
     gate = events[1]["content"]
     assert gate["opened"] and gate["arrived"] >= count, f"not all {count} streams were open at once: {gate}"

@@ -2,11 +2,11 @@
 
 import logging
 
-from app.server.logs import JsonFormatter, TextFormatter
+from sentient_assist.server.logs import JsonFormatter, TextFormatter
 
 
 def record(fields: dict) -> logging.LogRecord:
-    entry = logging.LogRecord("app.access", logging.INFO, __file__, 1, "request", None, None)
+    entry = logging.LogRecord("sentient_assist.access", logging.INFO, __file__, 1, "request", None, None)
     entry.fields = fields
     return entry
 

@@ -35,13 +35,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from ulid import ULID
 
-from app import ResponseHandler
-from app.server.settings import Settings
+from sentient_assist import ResponseHandler
+from sentient_assist.server.settings import Settings
 from tests.server.test_stream_guarantees import assert_well_ended
 from tests.support.agents import ScriptedAgent
 from tests.support.files import wait_for_file
 from tests.support.server import RunningServer, free_port, running_server
 from tests.support.sse import Stream, new_body, read_response
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "deploy" / "nginx"
@@ -329,7 +330,7 @@ def access_entries(server: RunningServer) -> list[dict]:
     for line in server.log().splitlines():
         if line.startswith("{"):
             entry = json.loads(line)
-            if entry.get("logger") == "app.access":
+            if entry.get("logger") == "sentient_assist.access":
                 entries.append(entry)
     return entries
 
@@ -342,16 +343,7 @@ def logged_request(proxy: Proxy, request_id: str, timeout: float = 5.0) -> dict 
         found.extend(e for s in proxy.upstreams.values() for e in access_entries(s) if e["request_id"] == request_id)
         return bool(found)
 
-    return found[0] if wait_for(look, timeout) else None
-
-
-def wait_for(predicate, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
+    return found[0] if wait_until(look, timeout) else None
 
 
 # --- The checks ---------------------------------------------------------------------------
@@ -400,7 +392,7 @@ def test_requests_are_spread_over_both_processes_with_their_request_ids(proxy):
     # Each id reached the process that ran it (its access log) and nginx's log, unchanged.
     for rid, stream in zip(ids, streams, strict=True):
         server = proxy.upstreams[served_by(stream)]
-        assert wait_for(lambda s=server, r=rid: any(e["request_id"] == r for e in access_entries(s)))
+        assert wait_until(lambda s=server, r=rid: any(e["request_id"] == r for e in access_entries(s)), 5.0)
         assert any(f"request_id={rid} " in line for line in proxy.access_lines())
 
 
@@ -413,7 +405,7 @@ def test_without_a_request_id_nginx_makes_one_that_the_service_keeps(proxy):
         rid = made.headers["x-request-id"]
         assert re.fullmatch(r"[0-9a-f]{32}", rid), rid  # nginx's $request_id, not the service's ULID
         server = proxy.upstreams[served_by(made)]
-        assert wait_for(lambda s=server, r=rid: any(e["request_id"] == r for e in access_entries(s)))
+        assert wait_until(lambda s=server, r=rid: any(e["request_id"] == r for e in access_entries(s)), 5.0)
         assert any(f"request_id={rid} " in line for line in proxy.access_lines())
 
 
@@ -508,7 +500,7 @@ def test_sigterm_drains_one_process_while_the_other_takes_the_new_requests(tmp_p
         assert {stopping_name, staying_name} == {"a", "b"}, "least_conn should put one stream on each"
         stopping = proxy.upstreams[stopping_name]
         stopping.process.send_signal(signal.SIGTERM)
-        assert wait_for(lambda: refuses_connections(stopping)), "the stopping process kept accepting"
+        assert wait_until(lambda: refuses_connections(stopping), 5.0), "the stopping process kept accepting"
 
         with proxy.client() as client:
             new = [read_stream(client, "whoami", {"X-Request-ID": f"after-stop-{i}"}) for i in range(6)]

@@ -15,9 +15,9 @@ import httpx
 import openai
 import pytest
 
-from app.runtime.run import AGENT_FAILED_MESSAGE, TIMEOUT_MESSAGE
-from app.server.openai.answer import MAX_KEPT_CHARS
-from app.server.openai.pauses import take_marker
+from sentient_assist.runtime.run import AGENT_FAILED_MESSAGE, TIMEOUT_MESSAGE
+from sentient_assist.server.openai.answer import MAX_KEPT_CHARS
+from sentient_assist.server.openai.pauses import take_marker
 from tests.support.agents import SECRET
 from tests.support.files import wait_for_file
 from tests.support.server import RunningServer, free_port, running_command, running_server
@@ -53,7 +53,7 @@ def client_of(server: RunningServer, key: str = KEY) -> openai.OpenAI:
     return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0, timeout=15)
 
 
-@pytest.fixture()
+@pytest.fixture
 def client(server: RunningServer) -> Iterator[openai.OpenAI]:
     with client_of(server) as made:
         yield made

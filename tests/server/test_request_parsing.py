@@ -12,9 +12,9 @@ from fastapi import FastAPI
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from app import create_app, load_settings
-from app.protocol.request import Request
-from app.server.validation import validation_detail
+from sentient_assist import create_app, load_settings
+from sentient_assist.protocol.request import Request
+from sentient_assist.server.validation import validation_detail
 
 GOOD_ID = "01JDQ4Z8M7T3V5X9A2B4C6D8EF"
 GOOD = json.dumps({"query": {"id": GOOD_ID, "prompt": "session"}}).encode()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -24,7 +25,7 @@ def assert_well_ended(stream: Stream) -> None:
     names = stream.names()
     assert names.count("done") == 1 and names[-1] == "done", names
     ids = [event["id"] for event in stream.events]
-    assert all(a < b for a, b in zip(ids, ids[1:], strict=False)), "event ids must strictly increase"
+    assert all(a < b for a, b in itertools.pairwise(ids)), "event ids must strictly increase"
     for frame in stream.frames:
         reference.ResponseEventAdapter.validate_json(frame.data)
     assert b"\nid:" not in stream.raw and not stream.raw.startswith(b"id:")

@@ -15,7 +15,7 @@ from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoin
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app import add_routes, create_app
+from sentient_assist import add_routes, create_app
 
 
 class CountingMiddleware:

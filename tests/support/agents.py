@@ -12,20 +12,9 @@ import os
 import time
 from pathlib import Path
 
-from app import (
-    AbstractAgent,
-    Approval,
-    AskUser,
-    FunctionModel,
-    LLMAgent,
-    Query,
-    ResponseHandler,
-    ResponseStreamClosedError,
-    ScriptedCall,
-    ScriptedReply,
-    Session,
-    tool,
-)
+from sentient_assist import AbstractAgent, Approval, AskUser, LLMAgent, Query, ResponseHandler, Session, tool
+from sentient_assist.exceptions import ResponseStreamClosedError
+from sentient_assist.testing import FunctionModel, ScriptedCall, ScriptedReply
 
 SECRET = "internal detail the client must never see"
 

@@ -443,7 +443,7 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "FakeOpenAI/1.0"
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args: Any) -> None:
         pass
 
     def setup(self) -> None:

@@ -1,0 +1,108 @@
+"""create_app(): the service as a FastAPI app; add_routes(): POST /assist in an app of your own."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+from fastapi.exceptions import RequestValidationError
+from fastapi.params import Depends
+from starlette.middleware.cors import CORSMiddleware
+
+from sentient_assist.registry import load_agent
+from sentient_assist.runtime.agent import AbstractAgent
+from sentient_assist.server.access_log import AccessLogMiddleware
+from sentient_assist.server.assist import Assist
+from sentient_assist.server.logs import configure_logging
+from sentient_assist.server.openai.face import OpenAIFace
+from sentient_assist.server.playground import add_playground
+from sentient_assist.server.request_id import REQUEST_ID_HEADER
+from sentient_assist.server.routes import docs_router, probes, swagger_ui_router
+from sentient_assist.server.settings import Settings, load_settings
+from sentient_assist.server.validation import validation_error_handler
+from sentient_assist.version import __version__
+
+
+def create_app(settings: Settings | None = None, agent: AbstractAgent | None = None) -> FastAPI:
+    """The service for `agent`, or for the agent `ASSIST_AGENT` names.
+
+    A FastAPI app like any other: add middleware, dependencies and exception handlers to it,
+    or mount it in another app. Its middleware, outermost first: the access log (and the
+    request id), CORS when ASSIST_CORS_ORIGINS is set, then FastAPI's own.
+    """
+    settings = settings or load_settings()
+    configure_logging(settings.log_format, settings.log_level)
+    agent = agent or load_agent(settings.agent, settings.agents_dir)
+    app = FastAPI(
+        title="Sentient assist service",
+        version=__version__,
+        description=f"Serves the agent **{agent.name}** to Sentient Chat over `POST /assist`.",
+        docs_url=None,  # served by docs_router, behind the key
+        redoc_url=None,
+        openapi_url=None,
+        lifespan=_collector_skips_startup,
+    )
+    app.state.settings = settings
+    app.state.agent = agent
+    assist = Assist(agent, settings)
+    app.include_router(assist.router())
+    app.include_router(OpenAIFace(assist).router())  # /v1: the same agent, keys and limits
+    app.include_router(probes)
+    app.include_router(docs_router(assist.keys))
+    app.include_router(swagger_ui_router())
+    add_playground(app, agent, assist.keys)
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
+    # Added innermost first: a request meets the access log, then CORS, then the routes.
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["Authorization", "Content-Type", REQUEST_ID_HEADER],
+            expose_headers=[REQUEST_ID_HEADER],
+            max_age=600,
+        )
+    app.add_middleware(AccessLogMiddleware)
+    return app
+
+
+@asynccontextmanager
+async def _collector_skips_startup(app: FastAPI) -> AsyncIterator[None]:
+    """What exists when the service starts (modules, the app, the agent) lives as long as the
+    process: frozen, the garbage collector's full passes under load read only what requests
+    made, a few times faster, and a pause that every open stream waits out (bench/README.md)."""
+    gc.freeze()
+    yield
+
+
+def add_routes(
+    app: FastAPI | APIRouter,
+    agent: AbstractAgent | None = None,
+    *,
+    path: str = "",
+    dependencies: Sequence[Depends] = (),
+    settings: Settings | None = None,
+    openai_prefix: str | None = None,
+) -> None:
+    """Add `POST {path}/assist` for `agent` (else the agent ASSIST_AGENT names) to an app of yours.
+
+    `dependencies` run for it, after your app's own; your middleware and exception handlers
+    apply to it as to any of your routes. It brings the key check, the stream and body
+    limits, keepalives, the time limit and the shutdown of the service (from `settings`,
+    else the environment), and not the service's middleware: no access log or X-Request-ID
+    echo, no CORS and no 422 wording of its own; your app's apply.
+
+    With `openai_prefix` (say "/v1"), also the OpenAI-compatible face there:
+    `POST {path}{openai_prefix}/chat/completions` and `GET {path}{openai_prefix}/models`
+    (docs/openai.md), under the same keys and limits. Off by default: adding /assist to an
+    app never claims its /v1 paths.
+    """
+    settings = settings or load_settings()
+    agent = agent or load_agent(settings.agent, settings.agents_dir)
+    assist = Assist(agent, settings)
+    app.include_router(assist.router(), prefix=path, dependencies=list(dependencies))
+    if openai_prefix is not None:
+        face = OpenAIFace(assist).router(openai_prefix)
+        app.include_router(face, prefix=path, dependencies=list(dependencies))

@@ -1,0 +1,160 @@
+"""EventStream: the response of POST /assist, one agent run written as Server-Sent Events.
+
+    Run (agent task, ids, guarantees) -> SseHook (one serialization per event)
+        -> EventStream (all ready frames in one write; a ping when idle) -> ASGI send
+
+It is an ordinary Starlette `Response` returned by the path operation, so every
+middleware, dependency and exception handler of the app applies to it. It is not
+FastAPI's or sse-starlette's `EventSourceResponse`: both stream from a generator inside
+anyio task groups, which about doubles what a waiting stream holds, and send each event
+on its own, at several times the CPU per event (bench/README.md, "The response class").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from sentient_assist.protocol.request import Query
+from sentient_assist.runtime.agent import AbstractAgent
+from sentient_assist.runtime.channel import Channel
+from sentient_assist.runtime.pauses import PauseSealer
+from sentient_assist.runtime.run import ChannelHook, Run, RunStats
+from sentient_assist.runtime.session import Session
+from sentient_assist.server import metrics
+from sentient_assist.server.open_streams import OpenStreams
+
+# A comment line: clients skip it, proxies see a live connection.
+PING_FRAME = b": ping\n\n"
+MEDIA_TYPE = "text/event-stream"
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-store"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),  # nginx: pass each frame on, do not buffer the stream
+]
+LISTENER_TASK_NAME = "assist: waiting for the client to leave"
+
+logger = logging.getLogger("sentient_assist.server")
+
+
+def listen_for_the_client_leaving(run: Run[Any], receive: Receive) -> asyncio.Future[Any]:
+    """The body has been read: the next message can only be the client leaving, which ends
+    the run (`Run.client_left`). Cancel the listener when the answer has been sent."""
+    listener = asyncio.ensure_future(receive())
+    listener.set_name(LISTENER_TASK_NAME)  # one string for every stream's listener
+    listener.add_done_callback(run.client_left)
+    return listener
+
+
+def survive_cut_off(what: str, request_id: str) -> None:
+    """In a reader's `except CancelledError`, once the run says it was cut off: the open
+    streams' watcher cancelled the reader of a client that stopped reading, and the run has
+    ended. The reader returns with its response unfinished, so the server closes the
+    connection (uvicorn logs that the response was not completed)."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+    logger.warning("%s cut off: its client stopped reading (request %s)", what, request_id)
+
+
+class SseHook(ChannelHook[bytes]):
+    """Puts each event on the channel as the bytes of its SSE frame."""
+
+    __slots__ = ()
+
+    def encode(self, event: Any) -> bytes:
+        frame: bytes = event.sse_frame()
+        return frame
+
+    def size(self, item: bytes) -> int:
+        return len(item)
+
+
+class EventStream(Response):
+    """The run of `agent` for one query, streamed; it starts when the server sends the response.
+
+    The run is made here, not in the path operation, so a response that is never sent
+    never starts an agent. Its `stats` go to the metrics when it ends, and to the access
+    log line (sentient_assist/server/access_log.py).
+    """
+
+    # Its content type is in SSE_HEADERS. None here keeps FastAPI from documenting the 200 as
+    # one string: the route documents it as a sequence of events (sentient_assist/server/assist.py).
+    media_type = None
+
+    def __init__(
+        self,
+        agent: AbstractAgent,
+        session: Session,
+        query: Query,
+        stats: RunStats,
+        streams: OpenStreams,
+        make_hook: Callable[[Channel[bytes], RunStats], ChannelHook[bytes]] = SseHook,
+        sealer: PauseSealer | None = None,
+    ) -> None:
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = list(SSE_HEADERS)
+        self._agent = agent
+        self._session: Session | None = session
+        self._query: Query | None = query
+        self.stats = stats
+        self._streams = streams
+        # What each event is written as: its SSE frame (/assist), or another face's lines (/v1).
+        self._make_hook = make_hook
+        self._sealer = sealer  # the service's, for the pauses this run makes and the one it resumes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self._session is not None and self._query is not None, "an EventStream is sent once"
+        run = Run(
+            self._agent,
+            self._session,
+            self._query,
+            watcher=self._streams,
+            stats=self.stats,
+            make_hook=self._make_hook,
+            sealer=self._sealer,
+        )
+        self._session = self._query = None  # the run has them; nothing else holds the request for the stream's life
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            listener = listen_for_the_client_leaving(run, receive)
+            try:
+                # Every frame that is ready goes out in one write; a ping after a silent interval.
+                # (In this frame, not a method of its own: each frame is held by every waiting stream.)
+                while True:
+                    batch = run.take_ready()
+                    if batch is None:
+                        await run.ready()
+                        batch = run.take_ready()
+                        if batch is None:  # woken for a keepalive: silent for a whole interval
+                            await send({"type": "http.response.body", "body": PING_FRAME, "more_body": True})
+                            continue
+                    if not batch:
+                        break
+                    # No local keeps the frames: a waiting stream would hold its last write.
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": batch[0] if len(batch) == 1 else b"".join(batch),
+                            "more_body": True,
+                        }
+                    )
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            except OSError:
+                pass  # the client is gone (servers that raise on a send after a disconnect)
+            except asyncio.CancelledError:
+                if not run.cut_off:
+                    raise
+                survive_cut_off("stream", self.stats.request_id)
+            finally:
+                listener.cancel()
+        finally:
+            run.reader_left()
+            metrics.observe_stream(self.stats)

@@ -1,0 +1,373 @@
+"""The served agent behind OpenAI's chat-completions API: `POST /v1/chat/completions` (streaming
+or not) and `GET /v1/models`, for the openai SDKs, Open WebUI, LibreChat and curl.
+
+    request -> the app's middleware -> FastAPI's router -> OpenAIRoute: the key (401); for a
+    chat, a place under ASSIST_MAX_STREAMS (503) and the body's size and time (413, 408), as
+    for /assist -> FastAPI reads and validates the body (400) -> `OpenAIFace.chat_completions`:
+    the model (404), the messages -> query and session (400) -> the same Run as /assist's,
+    its events read by sentient_assist/server/openai/answer.py -> chunks (EventStream) or one completion
+
+It is the same service as /assist, not a second one: the same `Assist` instance's keys, stream
+budget (one ASSIST_MAX_STREAMS for both), body limits, time limit, keepalive pings (SSE
+comments, which OpenAI clients skip), disconnect-cancels and shutdown grace. Every refusal,
+and every `error` event, is an OpenAI error object (sentient_assist/server/openai/errors.py).
+
+Choices where OpenAI's API and an agent differ (docs/openai.md has them all):
+
+- `GET /v1/models` lists one model, the served agent's name; nothing exposes an agent's
+  sub-agents by name (they are the agent's to call). A `model` that names anything else is a
+  404 `model_not_found`, `param: "model"`.
+- The agent decides how it answers: temperature, max_tokens, tools, response_format and the
+  other sampling fields are accepted and ignored, and so are system (developer) messages.
+  `n` other than 1 is a 400; content parts other than text (images, audio, files) are a 400
+  naming the part in the query, and a placeholder ("[image omitted]") in the history.
+- A pause (ASK_USER, INTERRUPT) is the question as content, its token riding along
+  (sentient_assist/server/openai/pauses.py): the user's next message answers it, and resumes the run.
+- `finish_reason` is always "stop" (never "tool_calls"); ids are `chatcmpl-<ULID>`;
+  `system_fingerprint` is left out.
+- An error of a run (the agent has run) says `x-should-retry: false`, which the openai SDKs
+  obey: their default retries would run the agent again. Other paths under the prefix are a
+  404 `unknown_url`, other methods a 405, both in OpenAI's shape.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from functools import partial
+from typing import Any
+
+from fastapi import APIRouter, Request, Security
+from fastapi.exceptions import RequestValidationError
+from fastapi.params import Depends
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.responses import Response
+from starlette.routing import Match
+from starlette.types import Receive, Scope, Send
+from ulid import ULID
+
+from sentient_assist.protocol.request import Query
+from sentient_assist.runtime.agent import AbstractAgent
+from sentient_assist.runtime.pauses import PauseSealer
+from sentient_assist.runtime.run import Run, RunOutcome, RunStats
+from sentient_assist.runtime.session import Session
+from sentient_assist.server import metrics
+from sentient_assist.server.assist import STATE_AGENT, STATE_STATS, Assist
+from sentient_assist.server.auth import BEARER_SCHEME
+from sentient_assist.server.event_stream import MEDIA_TYPE, EventStream, listen_for_the_client_leaving, survive_cut_off
+from sentient_assist.server.open_streams import OpenStreams
+from sentient_assist.server.openai.answer import AnswerHook, ChunkWriter, Completion, error_status
+from sentient_assist.server.openai.errors import (
+    MODEL_NOT_FOUND,
+    NO_RETRY,
+    ChatRequestError,
+    JSONAnswer,
+    error_response,
+    from_chat_request_error,
+    from_http_exception,
+    from_validation_error,
+    method_not_allowed,
+    unknown_url,
+)
+from sentient_assist.server.openai.request import ChatCompletionRequest, conversation_of
+from sentient_assist.server.request_id import request_id_of
+
+OPENAI_PREFIX = "/v1"
+CHAT_COMPLETIONS_PATH = "/chat/completions"
+MODELS_PATH = "/models"
+OWNED_BY = "sentient-assist"
+SERVED = f"POST {CHAT_COMPLETIONS_PATH.lstrip('/')} and GET {MODELS_PATH.lstrip('/')} under its OpenAI prefix"
+ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+
+logger = logging.getLogger("sentient_assist.server")
+
+_ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "error": {
+            "type": "object",
+            "properties": {
+                "message": {"type": "string"},
+                "type": {"type": "string"},
+                "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]},
+            },
+        }
+    },
+}
+_ERROR = {"content": {"application/json": {"schema": _ERROR_SCHEMA}}}
+CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "A `chat.completion`; with `stream: true`, Server-Sent Events: one "
+        "`chat.completion.chunk` per `data:` line, the last line `data: [DONE]`.",
+        "content": {MEDIA_TYPE: {"schema": {"type": "string"}}},
+    },
+    400: {"description": "The body is not a chat request this service can answer; `param` names the field.", **_ERROR},
+    401: {"description": "ASSIST_API_KEYS is set and the request has no valid `Authorization: Bearer` key.", **_ERROR},
+    404: {"description": "`model` is not the served agent (`model_not_found`).", **_ERROR},
+    408: {"description": "The body did not arrive in full within ASSIST_BODY_TIMEOUT seconds.", **_ERROR},
+    413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES.", **_ERROR},
+    503: {"description": "At ASSIST_MAX_STREAMS (both faces count), or shutting down; see `Retry-After`.", **_ERROR},
+}
+
+
+class OpenAIFace:
+    """`/v1/chat/completions` and `/v1/models` for the agent of `assist`, under its limits."""
+
+    def __init__(self, assist: Assist) -> None:
+        self.assist = assist
+        self.agent = assist.agent
+        self.created = int(time.time())  # the model's `created`: when the service started serving it
+
+    def router(self, prefix: str = OPENAI_PREFIX) -> APIRouter:
+        """A router holding the face's routes under `prefix`; include it in any FastAPI app,
+        next to /assist's."""
+        router = APIRouter(prefix=prefix, tags=["OpenAI-compatible"])
+        security: list[Depends] = [Security(BEARER_SCHEME)] if self.assist.keys else []
+        router.add_api_route(
+            CHAT_COMPLETIONS_PATH,
+            self.chat_completions,
+            methods=["POST"],
+            name="chat_completions",
+            summary="Ask the agent, as OpenAI's chat completions API asks a model",
+            response_class=JSONResponse,
+            responses=CHAT_RESPONSES,
+            dependencies=security,
+            route_class_override=ChatCompletionsRoute,
+        )
+        router.add_api_route(
+            MODELS_PATH,
+            self.list_models,
+            methods=["GET"],
+            name="list_models",
+            summary="The served agent, as OpenAI's model list",
+            responses={401: CHAT_RESPONSES[401]},
+            dependencies=security,
+            route_class_override=OpenAIRoute,
+        )
+        router.add_api_route(
+            MODELS_PATH + "/{model}",
+            self.retrieve_model,
+            methods=["GET"],
+            name="retrieve_model",
+            summary="The served agent, if `model` names it",
+            responses={401: CHAT_RESPONSES[401], 404: CHAT_RESPONSES[404]},
+            dependencies=security,
+            route_class_override=OpenAIRoute,
+        )
+        # Last: the other routes' 405s come first, and it gives way to any route of the app.
+        router.add_api_route(
+            "/{path:path}",
+            _unknown_url,
+            methods=ALL_METHODS,
+            name="openai_unknown_url",
+            include_in_schema=False,
+            route_class_override=UnknownURLRoute,
+        )
+        return router
+
+    def _model(self) -> dict[str, Any]:
+        return {"id": self.agent.name, "object": "model", "created": self.created, "owned_by": OWNED_BY}
+
+    async def list_models(self) -> dict[str, Any]:
+        """The models this service answers as: the served agent."""
+        return {"object": "list", "data": [self._model()]}
+
+    async def retrieve_model(self, model: str) -> dict[str, Any]:
+        """The served agent, when `model` is its name."""
+        self._check_model(model)
+        return self._model()
+
+    def _check_model(self, model: str) -> None:
+        if model != self.agent.name:
+            # Not quoting what was sent: the answer names what is served instead.
+            raise ChatRequestError(
+                f"model: this service serves only the model {self.agent.name!r} (GET /v1/models lists it)",
+                "model",
+                status=404,
+                code=MODEL_NOT_FOUND,
+            )
+
+    async def chat_completions(self, request: Request, body: ChatCompletionRequest) -> Response:
+        """The agent's answer to the chat's last user message: a chat.completion, or its chunks."""
+        agent = self.agent
+        self._check_model(body.model)
+        query, session = conversation_of(body, agent.name, self.assist.sealer)
+        stats = RunStats(request_id_of(request))
+        setattr(request.state, STATE_AGENT, agent.name)
+        setattr(request.state, STATE_STATS, stats)
+        # As /assist's: the body's bytes and JSON are not needed again; the run holds its models.
+        vars(request).pop("_json", None)
+        vars(request).pop("_body", None)
+        completion_id, created = f"chatcmpl-{ULID()}", int(time.time())
+        if body.stream:
+            include_usage = body.stream_options is not None and body.stream_options.include_usage
+            writer = ChunkWriter(completion_id, created, agent.name, include_usage=include_usage)
+            return EventStream(
+                agent,
+                session,
+                query,
+                stats,
+                self.assist.streams,
+                make_hook=partial(AnswerHook, reader=writer),
+                sealer=self.assist.sealer,
+            )
+        completion = Completion(completion_id, created, agent.name)
+        return CompletionResponse(agent, session, query, stats, self.assist.streams, completion, self.assist.sealer)
+
+
+class CompletionResponse(Response):
+    """A run answered as one `chat.completion` once it has ended, or as the error object of its
+    first `error` event, with that error's status. The run is the same as a stream's: its
+    time limit, the shutdown grace and a client that leaves end it the same way."""
+
+    def __init__(
+        self,
+        agent: AbstractAgent,
+        session: Session,
+        query: Query,
+        stats: RunStats,
+        streams: OpenStreams,
+        completion: Completion,
+        sealer: PauseSealer | None = None,
+    ) -> None:
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = []
+        self._agent = agent
+        self._session: Session | None = session
+        self._query: Query | None = query
+        self.stats = stats
+        self._streams = streams
+        self._completion = completion
+        self._sealer = sealer  # the service's, for the pause this run may make
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        assert self._session is not None and self._query is not None, "a CompletionResponse is sent once"
+        completion = self._completion
+        run = Run(
+            self._agent,
+            self._session,
+            self._query,
+            watcher=self._streams,
+            stats=self.stats,
+            make_hook=partial(AnswerHook, reader=completion),
+            sealer=self._sealer,
+        )
+        self._session = self._query = None
+        stopped = False
+        try:
+            listener = listen_for_the_client_leaving(run, receive)
+            try:
+                # Everything the run sends is read into `completion`; only its end is awaited here.
+                while (batch := run.take_ready()) != []:
+                    if completion.too_long and not stopped:
+                        # What is kept is bounded: an answer past it is an error, and its run ends.
+                        stopped = True
+                        logger.warning("completion too long: its run ended (request %s)", self.stats.request_id)
+                        run.stop(outcome=RunOutcome.COMPLETED)
+                    elif batch is None:
+                        await run.ready()
+            finally:
+                listener.cancel()
+            if not completion.ended or self.stats.outcome is RunOutcome.DISCONNECTED:
+                return  # the client left: nobody to answer
+            failure = completion.failure
+            if failure is None:
+                answer: Response = JSONAnswer(completion.body())
+            else:
+                # The agent has run: not to be retried by a client library on its own.
+                answer = error_response(
+                    failure.error_message, error_status(failure), code=str(failure.error_code), headers=NO_RETRY
+                )
+            await answer(scope, receive, send)
+        except OSError:
+            pass  # the client is gone
+        except asyncio.CancelledError:
+            if not run.cut_off:
+                raise
+            survive_cut_off("completion", self.stats.request_id)  # the client did not take the answer
+        finally:
+            run.reader_left()
+            metrics.observe_stream(self.stats)
+
+
+class OpenAIRoute(APIRoute):
+    """A route of the face: the key is checked before anything else, and every refusal, from
+    the key check to FastAPI's validation of the body, is answered as an OpenAI error object.
+    Middleware, dependencies and the OpenAPI schema apply as to any path operation."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def answer_errors_as_openai_does(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                return from_validation_error(exc)
+            except ChatRequestError as exc:
+                return from_chat_request_error(exc)
+            except HTTPException as exc:  # the body's limits, a body FastAPI could not parse, a dependency's refusal
+                return from_http_exception(exc)
+
+        return answer_errors_as_openai_does
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] not in (self.methods or ()):
+            await method_not_allowed(self.methods or set())(scope, receive, send)
+            return
+        face: OpenAIFace = self.endpoint.__self__  # type: ignore[attr-defined]
+        try:
+            receive = self.admit(face.assist, Headers(scope=scope), receive)
+        except HTTPException as exc:
+            await from_http_exception(exc)(scope, receive, send)
+            return
+        await self.handle_admitted(face.assist, scope, receive, send)
+
+    def admit(self, assist: Assist, headers: Headers, receive: Receive) -> Receive:
+        """What the request must pass before its body is read: the key."""
+        assist.keys.check(headers.get("authorization"))
+        return receive
+
+    async def handle_admitted(self, assist: Assist, scope: Scope, receive: Receive, send: Send) -> None:
+        await super().handle(scope, receive, send)
+
+
+class ChatCompletionsRoute(OpenAIRoute):
+    """As `AssistRoute` (sentient_assist/server/assist.py): the body is bounded, and the request holds a
+    place under ASSIST_MAX_STREAMS from its headers to its answer's end, in the same budget."""
+
+    def admit(self, assist: Assist, headers: Headers, receive: Receive) -> Receive:
+        return assist.admit(headers, receive)
+
+    async def handle_admitted(self, assist: Assist, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().handle_admitted(assist, scope, receive, send)
+        finally:
+            assist.gate.leave()
+
+
+async def _unknown_url() -> None:
+    """Never called: UnknownURLRoute answers by itself."""
+
+
+class UnknownURLRoute(APIRoute):
+    """Any other path under the face's prefix (/v1/completions, /v1/embeddings): a 404
+    `unknown_url` in OpenAI's shape rather than FastAPI's `{"detail": ...}`. It matches only
+    partially, as a route does for a method it does not take: a route of the app that matches
+    fully is still chosen, wherever it was added. A path ending in "/" is left to FastAPI (its
+    redirect to the path without it)."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child_scope = super().matches(scope)
+        if match is Match.NONE or scope["path"].endswith("/"):
+            return Match.NONE, {}
+        return Match.PARTIAL, child_scope
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await unknown_url(SERVED)(scope, receive, send)

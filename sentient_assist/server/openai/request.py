@@ -1,0 +1,223 @@
+"""The body of `POST /v1/chat/completions`, and the agent's query and session made from it.
+
+    messages: [system?, user, assistant, user, ..., user]
+        -> session.interactions: one per earlier user message, answered by the assistant
+           message(s) that follow it
+        -> query.prompt: the last user message
+
+The body is read as OpenAI's API reads it, keeping only what an agent can use: the fields
+a model would take (temperature, tools, max_tokens, ...) are accepted and ignored, since the
+agent decides how it answers (docs/openai.md, "The request").
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from ulid import ULID
+
+from sentient_assist.protocol.conventions import FINAL_RESPONSE
+from sentient_assist.protocol.events import DocumentEvent, TextBlockEvent
+from sentient_assist.protocol.request import (
+    MAX_INTERACTIONS,
+    MAX_NAME_LENGTH,
+    MAX_PARTS,
+    AssistRequest,
+    AssistRequestContent,
+    AssistRequestContentPart,
+    AssistRequestContentParts,
+    Interaction,
+    Query,
+    RequestMessage,
+    ResponseMessage,
+    SessionObject,
+)
+from sentient_assist.runtime.pauses import PauseKind, PauseRefused, PauseSealer, resumption_of
+from sentient_assist.runtime.session import Session
+from sentient_assist.server.openai import pauses as openai_pauses
+from sentient_assist.server.openai.errors import ChatRequestError
+
+# A chat of MAX_INTERACTIONS turns, each a user and an assistant message, and the system's.
+MAX_MESSAGES = 2 * MAX_INTERACTIONS + 16
+# What separates two assistant messages given in a row, as one answer.
+ANSWER_SEPARATOR = "\n\n"
+# What stands in, in an earlier message, for a part the agent cannot read: it sees that
+# something was there. Only the query's own parts are refused (a chat that once had an
+# image goes on).
+OMITTED = {
+    "image_url": "[image omitted]",
+    "input_image": "[image omitted]",
+    "image": "[image omitted]",
+    "input_audio": "[audio omitted]",
+    "audio": "[audio omitted]",
+    "file": "[file omitted]",
+    "input_file": "[file omitted]",
+}
+OMITTED_OTHER = "[non-text content omitted]"
+
+
+class ChatMessage(BaseModel):
+    """One message of the chat. `content` is a string or a list of parts (text, or a placeholder
+    for what is not, outside the query), checked by `conversation_of` so that an error can name
+    the very part."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: Any = None
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = False
+
+
+class ChatCompletionRequest(BaseModel):
+    """The fields this service reads. Any other field OpenAI defines (temperature, top_p,
+    max_tokens, tools, response_format, seed, user, ...) is accepted and ignored."""
+
+    model_config = ConfigDict(
+        extra="ignore",
+        json_schema_extra={
+            "examples": [{"model": "showcase", "messages": [{"role": "user", "content": "What can you do?"}]}]
+        },
+    )
+
+    model: str = Field(max_length=MAX_NAME_LENGTH, description="The served agent's name (GET /v1/models).")
+    messages: list[ChatMessage] = Field(
+        min_length=1,
+        max_length=MAX_MESSAGES,
+        fail_fast=True,
+        description="The chat so far; the last one is the user's new message.",
+    )
+    stream: bool | None = Field(False, description="Stream the answer as chat.completion.chunk events.")
+    stream_options: StreamOptions | None = Field(None, description="`include_usage`: a last chunk with the usage.")
+    n: int | None = Field(None, description="How many answers: 1 only.")
+
+
+def conversation_of(body: ChatCompletionRequest, agent_name: str, sealer: PauseSealer) -> tuple[Query, Session]:
+    """The query and session an agent answers for this chat; ChatRequestError names what cannot
+    be, a pause's token that `sealer` (the service's) does not hold among them (before the agent
+    is started)."""
+    if body.n is not None and body.n != 1:
+        raise ChatRequestError("n: only one answer (n=1) is made per request", "n")
+    messages = body.messages
+    query_index = len(messages) - 1
+    # Only the last turn resumes, so only the last assistant message's marker can be a live
+    # pause; the others' are taken out and not read (an agent that once echoed one, or a
+    # pause left unanswered, does not hold up the chat).
+    live_index = next((i for i in range(query_index, -1, -1) if messages[i].role == "assistant"), -1)
+    pause_index = -1
+    turns: list[_Turn] = []
+    for index, message in enumerate(messages):
+        if message.role in ("system", "developer"):
+            continue  # the agent has its own instructions: a chat's system prompt is not passed on
+        if message.role == "user":
+            turns.append(_Turn(_parts(message.content, index, is_query=index == query_index)))
+            continue
+        text, pause = openai_pauses.take_marker(_assistant_text(message.content, index))
+        if turns:  # an assistant message before any user message (a greeting) answers nothing
+            live = pause if index == live_index else None
+            turns[-1].answer(text, live)
+            if live is not None:
+                pause_index = index
+    if not turns or turns[-1].answered:
+        raise ChatRequestError("messages: the last message must be the user's (role 'user')", "messages")
+    if len(turns) - 1 > MAX_INTERACTIONS:
+        raise ChatRequestError(f"messages: at most {MAX_INTERACTIONS} earlier user messages are read", "messages")
+    chat_id = ULID()
+    interactions = [turn.interaction(chat_id, agent_name) for turn in turns[:-1]]
+    session = Session(
+        SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID(), interactions=interactions)
+    )
+    query = Query(id=ULID(), prompt="\n".join(turns[-1].parts))
+    if pause_index >= 0:
+        # Checked here rather than by the run, so that a refused resume is a 400 naming the
+        # message, streamed or not, rather than a stream's error line; the run takes it as found.
+        try:
+            session.resumed = resumption_of(session, query.prompt, sealer)
+        except PauseRefused as refused:
+            param = f"messages[{pause_index}].content"
+            raise ChatRequestError(f"{param}: {refused}", param) from None
+    return query, session
+
+
+class _Turn:
+    """A user message, and the assistant messages that answered it."""
+
+    __slots__ = ("parts", "answers", "answered", "pause")
+
+    def __init__(self, parts: list[str]) -> None:
+        self.parts = parts
+        self.answers: list[str] = []  # the texts of the assistant messages, empty ones left out
+        self.answered = False
+        self.pause: tuple[PauseKind, str] | None = None
+
+    def answer(self, text: str, pause: tuple[PauseKind, str] | None) -> None:
+        self.answered = True
+        if text:
+            self.answers.append(text)
+        self.pause = pause
+
+    def interaction(self, chat_id: ULID, source: str) -> Interaction:
+        """The turn as Sentient Chat keeps it: the answer's text as FINAL_RESPONSE, and the pause
+        whose token it carried, for the next turn to resume."""
+        parts = [AssistRequestContentPart(prompt=part) for part in self.parts]
+        content = AssistRequestContent(request_payload=AssistRequestContentParts(parts=parts))
+        events: list[Any] = []
+        if self.answers:
+            text = ANSWER_SEPARATOR.join(self.answers)
+            events.append(TextBlockEvent(event_name=FINAL_RESPONSE, source=source, content=text))
+        if self.pause is not None:
+            kind, token = self.pause
+            pause = {"question": "", "token": token, "resumable": True}
+            events.append(DocumentEvent(event_name=openai_pauses.EVENT_NAMES[kind], source=source, content=pause))
+        return Interaction(
+            request=RequestMessage(event=AssistRequest(chatId=chat_id, content=content)),
+            responses=[ResponseMessage(event=event) for event in events],
+        )
+
+
+def _parts(content: Any, index: int, *, is_query: bool = False) -> list[str]:
+    """A message's text: a string, or its text parts (each a part of the request). A part
+    that is not text is refused in the query, and stands as a placeholder in the history."""
+    if isinstance(content, str):
+        return [content]
+    if isinstance(content, list):
+        if len(content) > MAX_PARTS:
+            raise ChatRequestError(
+                f"messages[{index}].content: at most {MAX_PARTS} parts", f"messages[{index}].content"
+            )
+        return [_part_text(part, index, position, is_query) for position, part in enumerate(content)]
+    raise ChatRequestError(
+        f"messages[{index}].content: a message's content must be a string or a list of content parts",
+        f"messages[{index}].content",
+    )
+
+
+def _assistant_text(content: Any, index: int) -> str:
+    """An assistant message's text; no content (a message that only called tools) is none."""
+    if content is None:
+        return ""
+    return "\n".join(_parts(content, index))
+
+
+def _part_text(part: Any, index: int, position: int, is_query: bool) -> str:
+    param = f"messages[{index}].content[{position}]"
+    kind = part.get("type") if isinstance(part, dict) else None
+    if kind in ("text", "refusal"):  # an assistant's refusal part is its text too
+        text = part.get(kind)
+        if isinstance(text, str):
+            return text
+        raise ChatRequestError(f"{param}.{kind}: a {kind} part needs a string `{kind}`", f"{param}.{kind}")
+    if not isinstance(kind, str):
+        raise ChatRequestError(f"{param}: a content part is an object with a `type`", param)
+    if not is_query:
+        return OMITTED.get(kind, OMITTED_OTHER)
+    raise ChatRequestError(
+        f"{param}.type: only text parts are accepted (no images, audio or files): the agent reads text",
+        f"{param}.type",
+        code="unsupported_content",
+    )

@@ -1,0 +1,106 @@
+"""Settings, read once from the environment and `.env` (every one is in `.env.example`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from sentient_assist.runtime.errors import SettingsError
+
+ENV_PREFIX = "ASSIST_"
+# Values never repeated in an error message.
+_SECRET_FIELDS = {"api_keys", "model_api_key", "resume_secret"}
+
+
+def _comma_separated(value: object) -> object:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_file=".env", extra="ignore")
+
+    agent: str = Field("showcase", description="An agent name from agents/ or a module:attr path.")
+    agents_dir: Path = Field(
+        Path("agents"), description="The directory of agent files (one file, one agent), from the working directory."
+    )
+    host: str = Field("127.0.0.1", description="Address to listen on.")
+    port: int = Field(8000, ge=1, le=65535, description="Port to listen on.")
+    request_timeout: float = Field(300, gt=0, description="Seconds one request may run.")
+    ping_interval: float = Field(15, gt=0, description="Seconds between keepalive comments.")
+    api_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        default_factory=list, description="Comma-separated bearer keys; empty: no auth."
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="Comma-separated origins allowed by CORS; empty: none."
+    )
+    max_streams: int = Field(1000, ge=1, description="Concurrent /assist streams before 503.")
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="Request body cap before 413.")
+    body_timeout: float = Field(10, gt=0, description="Seconds a request body may take to arrive before 408.")
+    header_timeout: float = Field(
+        5, gt=0, description="Seconds a request's header block may take to arrive before 408 (assist serve)."
+    )
+    max_header_bytes: int = Field(
+        65_536, ge=1024, description="A request's header block cap before 431 (assist serve)."
+    )
+    shutdown_grace: float = Field(30, ge=0, description="Seconds in-flight streams get on shutdown.")
+    resume_secret: SecretStr | None = Field(
+        None,
+        min_length=16,
+        description="Signs the tokens of paused runs (ASK_USER, INTERRUPT); empty: a random one per process.",
+    )
+    resume_ttl: float = Field(86_400, gt=0, description="Seconds a paused run can be resumed.")
+    log_format: Literal["text", "json"] = Field("text", description="`text` or `json` lines.")
+    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = Field(
+        "info", description="Log level."
+    )
+
+    # The language model of the LLM agents; the names the official Sentient examples use.
+    model_base_url: str | None = Field(
+        None, validation_alias="MODEL_BASE_URL", description="OpenAI-compatible base URL; empty: OpenAI."
+    )
+    model_api_key: SecretStr | None = Field(
+        None, validation_alias="MODEL_API_KEY", description="The provider's key; optional for local servers."
+    )
+    model_name: str | None = Field(None, validation_alias="MODEL_NAME", description="The model to call.")
+    model_temperature: float | None = Field(
+        None, ge=0, le=2, validation_alias="MODEL_TEMPERATURE", description="Sampling temperature."
+    )
+    model_max_tokens: int | None = Field(
+        None, ge=1, validation_alias="MODEL_MAX_TOKENS", description="Most tokens one model reply may have."
+    )
+    model_timeout: float = Field(
+        60, gt=0, validation_alias="MODEL_TIMEOUT", description="Seconds to wait for the model's next token."
+    )
+
+    _split_lists = field_validator("api_keys", "cors_origins", mode="before")(_comma_separated)
+
+    @field_validator("log_format", "log_level", mode="before")
+    @classmethod
+    def _lowercase(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Settings from the environment, `.env` and `overrides`; a bad value names its variable."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "?"
+            shown = "(hidden)" if field in _SECRET_FIELDS else repr(error.get("input"))
+            problems.append(f"{env_name(field)}={shown}: {error['msg']}")
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None
+
+
+def env_name(field: str) -> str:
+    """The environment variable that sets a Settings field."""
+    if field not in Settings.model_fields:
+        return field  # pydantic reports an aliased field by its alias: already the variable
+    alias = Settings.model_fields[field].validation_alias
+    return alias if isinstance(alias, str) else f"{ENV_PREFIX}{field.upper()}"
