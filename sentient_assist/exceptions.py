@@ -1,5 +1,5 @@
 """Every exception the framework raises (sentient-agent-framework 0.3.0's `interface.exceptions`
-and the rest); their tree is in the docstring of `sentient_assist.runtime.errors`.
+and the rest), defined in `sentient_assist.runtime.errors`:
 
 ProcessorError                  base of them all (as in sentient-agent-framework 0.3.0)
 ├── AgentError                  an agent misused the API: bad content, bad event name

@@ -1,18 +1,5 @@
-"""Every exception the framework raises, in one place.
-
-ProcessorError                  base of them all (as in sentient-agent-framework 0.3.0)
-├── AgentError                  an agent misused the API: bad content, bad event name
-├── ResponseStreamClosedError   an agent emitted after the response was completed
-├── TextStreamClosedError       an agent emitted to a text stream it had completed
-├── AgentNotFoundError          ASSIST_AGENT names no agent that can be loaded
-├── SettingsError               a setting has a value that cannot be used
-├── RemoteAgentError            an agent over HTTP refused the request or cut the stream
-├── CallRefused                 an agent-to-agent call was too deep, a loop, or not allowed
-├── NoRouteError                no routing rule matched and there is no default agent
-├── ToolError                   a tool failed with a message meant to be shown
-└── ModelProviderError          a language model's provider failed (bad key, rate limit, timeout)
-    └── UsageLimitExceeded      a language-model run reached its UsageLimits
-"""
+"""Every exception the framework raises, in one place. Users import them from
+`sentient_assist.exceptions`, whose docstring draws their tree."""
 
 from typing import Any
 
