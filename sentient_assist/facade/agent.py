@@ -112,7 +112,9 @@ class Agent:
     async def resume(self, paused: AgentResult[Any], answer: str) -> AgentResult[Any]:
         """Answer the question a run stopped at (`paused.interrupt`), and let it go on: the
         answer is the next turn's prompt, `paused.messages` its history, as Sentient Chat
-        sends them; the agent finds the pause again in that history, its token checked."""
+        sends them; the agent finds the pause again in that history, its token checked. A pause
+        is answered once: resuming it again gives a result whose error (409) says it was
+        answered already, and the agent does not run again."""
         interrupt = paused.interrupt
         if interrupt is None or not interrupt.resumable:
             raise ValueError("this run did not stop at a pause it can resume (its interrupt is not resumable)")

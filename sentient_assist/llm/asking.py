@@ -7,7 +7,8 @@ the run's other calls of that reply run, and the run pauses: `ASK_USER` with the
 a token, then `done`. The token carries the run's conversation since the user's prompt (the
 model's calls and the tools' results), signed (sentient_assist/runtime/pauses.py). The person's answer,
 the next request, resumes the same tool loop with the answer as the `ask_user` call's result:
-not a fresh conversation.
+not a fresh conversation. A pause is answered once (sentient_assist/runtime/pauses.py): an
+approval replayed is refused before the agent runs, so an approved tool never runs twice.
 """
 
 from __future__ import annotations

@@ -26,7 +26,15 @@ from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.channel import Channel
 from sentient_assist.runtime.errors import AgentError, CallRefused, ResponseStreamClosedError
 from sentient_assist.runtime.ids import MonotonicUlid
-from sentient_assist.runtime.pauses import PROCESS_SEALER, PauseContext, PauseRefused, PauseSealer, resumption_of
+from sentient_assist.runtime.pauses import (
+    PROCESS_SEALER,
+    PauseContext,
+    PauseRefused,
+    PauseSealer,
+    Resumption,
+    claim,
+    resumption_of,
+)
 from sentient_assist.runtime.request_context import context_for_request, current_sealer
 from sentient_assist.runtime.response_handler import ResponseHandler
 from sentient_assist.runtime.session import Session
@@ -143,6 +151,20 @@ async def _await(awaitable: Any) -> None:
     await awaitable
 
 
+async def _answered(
+    resumption: Resumption,
+    sealer: PauseSealer,
+    agent: AbstractAgent,
+    session: Session,
+    query: Query,
+    handler: ResponseHandler,
+) -> None:
+    """A run that answers a pause: the pause is claimed first (PauseRefused, 409, when it was
+    answered already: then the agent never runs), and the agent goes on."""
+    session.resumed = await claim(resumption, sealer)
+    await _assist(agent, session, query, handler)
+
+
 class Run(Generic[T]):
     """One agent run, started on creation; its `watcher` keeps its time limit.
 
@@ -168,17 +190,24 @@ class Run(Generic[T]):
         self.hook = make_hook(self._channel, stats)
         # The service's sealer; else the enclosing run's (a sub-agent run in-process); else this process's.
         sealer = sealer or current_sealer() or PROCESS_SEALER
+        # A pause is bound to the agent run here, by the name the service knows it by: never the
+        # session's processor_id, which the client writes.
         self.handler = ResponseHandler(
-            session.processor_id, self.hook, pauses=PauseContext(session, query.prompt, sealer)
+            session.processor_id, self.hook, pauses=PauseContext(session, query.prompt, sealer, agent.name)
         )
         self._agent_name = agent.name
-        # A request that answers a pause resumes it, if its token holds; one that does not is
-        # refused (an error event, then done) and the agent never runs. A face that checked the
-        # token already (the OpenAI face, to refuse with a 400) left its resumption here.
+        # A request that answers a pause resumes it, if its token holds for this agent and the
+        # pause was not answered before; one that does not is refused (an error event, then done)
+        # and the agent never runs. A face that checked the token already (the OpenAI face, to
+        # refuse with a 400 or 409) left its resumption here, claimed.
         try:
             if session.resumed is None:
-                session.resumed = resumption_of(session, query.prompt, sealer)
-            work = _assist(agent, session, query, self.handler)
+                session.resumed = resumption_of(session, query.prompt, sealer, agent.name)
+            resumed = session.resumed
+            if resumed is not None and not resumed.claimed:
+                work = _answered(resumed, sealer, agent, session, query, self.handler)
+            else:
+                work = _assist(agent, session, query, self.handler)
         except PauseRefused as refused:
             work = _raise(refused)
         # The task runs the agent's own coroutine, nothing around it: how it ended is read in
@@ -292,7 +321,9 @@ class Run(Generic[T]):
             )
         if isinstance(exc, PauseRefused):
             logger.warning("agent %s: resume refused: %s (request %s)", name, exc, stats.request_id)
-            return ErrorContent(error_message=str(exc), error_code=400, details={"refused": "resume", **request_id})
+            return ErrorContent(
+                error_message=str(exc), error_code=exc.status, details={"refused": "resume", **request_id}
+            )
         if isinstance(exc, ResponseStreamClosedError):
             # It emitted after complete(), or after its run was ended: the reader has `done` already.
             logger.warning("agent %s emitted after its response was complete (request %s)", name, stats.request_id)

@@ -74,13 +74,16 @@ def add_playground(app: FastAPI, agent: AbstractAgent, keys: BearerKeys) -> None
     """GET /playground/ (the page and its files) and /playground/config.json, in `app`."""
     router = APIRouter(include_in_schema=False)
 
-    @router.get(PLAYGROUND_PATH)
+    # GET and HEAD, as the files under the mount answer both.
+    @router.api_route(PLAYGROUND_PATH, methods=["GET", "HEAD"])
     async def playground() -> RedirectResponse:
         # The page's URLs are relative (config.json, ../assist), so that it works under a
         # root_path too: they need the trailing slash. A relative Location keeps the prefix.
         return RedirectResponse("playground/", status_code=307, headers=SECURITY_HEADERS)
 
-    @router.get(PLAYGROUND_PATH + "/config.json")
+    # Declared for HEAD too: else a HEAD matches this route only in part, and the mount below,
+    # which takes HEAD, answers it as a missing file (404).
+    @router.api_route(PLAYGROUND_PATH + "/config.json", methods=["GET", "HEAD"])
     async def config(request: Request) -> JSONResponse:
         """Whether /assist needs a key, whether this request's key is good, and then the agent."""
         body: dict[str, Any] = {"key_required": bool(keys), "key_accepted": True, "agent": None}

@@ -1,11 +1,18 @@
 """The service's other routes: GET /healthz, /readyz and /metrics (open, for probes and
 scrapers), and the OpenAPI schema and its page (behind the key when keys are set), whose
-Swagger UI files the service serves itself (open: they are the same for everyone)."""
+Swagger UI files the service serves itself (open: they are the same for everyone).
+
+Every GET route takes HEAD too (`get_and_head`), as Starlette's own routes and files do:
+load balancers probe with HEAD. The answer is GET's, status and headers; the server sends no
+body for a HEAD.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -26,35 +33,43 @@ SWAGGER_UI_FILES = {
     "favicon-32x32.png": "image/png",
 }
 
-probes = APIRouter()
+
+def get_and_head(router: APIRouter, path: str, endpoint: Callable[..., Any], **options: Any) -> None:
+    """GET `path` and HEAD, in `router`: the same answer (the server leaves out a HEAD's body).
+    One route takes both methods, so a 405 names both in `Allow`; the schema shows GET alone,
+    from a twin route after it that takes GET only and never answers (the first matches every
+    GET), rather than a HEAD operation under the same operation id (FastAPI's warning)."""
+    in_schema = options.pop("include_in_schema", True)
+    router.add_api_route(path, endpoint, methods=["GET", "HEAD"], include_in_schema=False, **options)
+    if in_schema:
+        router.add_api_route(path, endpoint, methods=["GET"], **options)
 
 
-@probes.get("/healthz", summary="Liveness: the process answers")
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@probes.get("/readyz", summary="Readiness: 503 while draining for shutdown")
 async def readyz() -> JSONResponse:
     if is_draining():
         return JSONResponse({"status": "draining"}, status_code=503)
     return JSONResponse({"status": "ready"})
 
 
-probes.add_api_route(
-    "/metrics", metrics_endpoint, methods=["GET"], summary="Prometheus metrics", response_class=PlainTextResponse
-)
+probes = APIRouter()
+get_and_head(probes, "/healthz", healthz, summary="Liveness: the process answers")
+get_and_head(probes, "/readyz", readyz, summary="Readiness: 503 while draining for shutdown")
+get_and_head(probes, "/metrics", metrics_endpoint, summary="Prometheus metrics", response_class=PlainTextResponse)
 
 
 def docs_router(keys: BearerKeys) -> APIRouter:
     """The OpenAPI schema and its page, as FastAPI serves them, but behind the key."""
     router = APIRouter(dependencies=[Depends(keys.require)], include_in_schema=False)
 
-    @router.get(OPENAPI_PATH)
+    @router.api_route(OPENAPI_PATH, methods=["GET", "HEAD"])
     async def openapi(request: Request) -> JSONResponse:
         return JSONResponse(request.app.openapi())
 
-    @router.get(DOCS_PATH)
+    @router.api_route(DOCS_PATH, methods=["GET", "HEAD"])
     async def docs(request: Request) -> HTMLResponse:
         root_path = request.scope.get("root_path", "").rstrip("/")  # mounted under a prefix: the schema is too
         files = root_path + SWAGGER_UI_PATH

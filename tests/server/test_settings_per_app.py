@@ -165,7 +165,9 @@ def test_an_in_process_sub_agent_seals_with_the_secret_of_the_app_it_runs_in():
     token = json.loads(data[0].removeprefix("data: "))["content"]["token"]
     digest = pauses.prompts_digest(["ask:trip"])
     # Resumable by any replica of the service, not only by the process that ran the sub-agent.
-    assert pauses.sealer_for(SECRET_B.encode()).verify(token, digest=digest).source == PROCESSOR
+    assert (
+        pauses.sealer_for(SECRET_B.encode()).verify(token, digest=digest).source == ScriptedAgent.name
+    )  # the agent that paused
     with pytest.raises(pauses.PauseRefused):
         pauses.PROCESS_SEALER.verify(token, digest=digest)
 

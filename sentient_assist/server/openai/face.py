@@ -4,8 +4,9 @@ or not) and `GET /v1/models`, for the openai SDKs, Open WebUI, LibreChat and cur
     request -> the app's middleware -> FastAPI's router -> OpenAIRoute: the key (401); for a
     chat, a place under ASSIST_MAX_STREAMS (503) and the body's size and time (413, 408), as
     for /assist -> FastAPI reads and validates the body (400) -> `OpenAIFace.chat_completions`:
-    the model (404), the messages -> query and session (400) -> the same Run as /assist's,
-    its events read by sentient_assist/server/openai/answer.py -> chunks (EventStream) or one completion
+    the model (404), the messages -> query and session (400), a pause answered once (409)
+    -> the same Run as /assist's, its events read by sentient_assist/server/openai/answer.py
+    -> chunks (EventStream) or one completion
 
 It is the same service as /assist, not a second one: the same `Assist` instance's keys, stream
 budget (one ASSIST_MAX_STREAMS for both), body limits, time limit, keepalive pings (SSE
@@ -53,7 +54,7 @@ from ulid import ULID
 
 from sentient_assist.protocol.request import Query
 from sentient_assist.runtime.agent import AbstractAgent
-from sentient_assist.runtime.pauses import PauseSealer
+from sentient_assist.runtime.pauses import PauseRefused, PauseSealer, Resumption, claim
 from sentient_assist.runtime.run import Run, RunOutcome, RunStats
 from sentient_assist.runtime.session import Session
 from sentient_assist.server import metrics
@@ -76,6 +77,7 @@ from sentient_assist.server.openai.errors import (
 )
 from sentient_assist.server.openai.request import ChatCompletionRequest, conversation_of
 from sentient_assist.server.request_id import request_id_of
+from sentient_assist.server.routes import get_and_head
 
 OPENAI_PREFIX = "/v1"
 CHAT_COMPLETIONS_PATH = "/chat/completions"
@@ -83,6 +85,7 @@ MODELS_PATH = "/models"
 OWNED_BY = "sentient-assist"
 SERVED = f"POST {CHAT_COMPLETIONS_PATH.lstrip('/')} and GET {MODELS_PATH.lstrip('/')} under its OpenAI prefix"
 ALL_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+ALREADY_ANSWERED = "pause_already_answered"  # the error's code: the chat's last pause was answered before
 
 logger = logging.getLogger("sentient_assist.server")
 
@@ -111,6 +114,7 @@ CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "ASSIST_API_KEYS is set and the request has no valid `Authorization: Bearer` key.", **_ERROR},
     404: {"description": "`model` is not the served agent (`model_not_found`).", **_ERROR},
     408: {"description": "The body did not arrive in full within ASSIST_BODY_TIMEOUT seconds.", **_ERROR},
+    409: {"description": "The pause the chat answers was answered already (`pause_already_answered`).", **_ERROR},
     413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES.", **_ERROR},
     503: {"description": "At ASSIST_MAX_STREAMS (both faces count), or shutting down; see `Retry-After`.", **_ERROR},
 }
@@ -140,20 +144,21 @@ class OpenAIFace:
             dependencies=security,
             route_class_override=ChatCompletionsRoute,
         )
-        router.add_api_route(
+        # GET and HEAD (sentient_assist/server/routes.py); the schema shows GET.
+        get_and_head(
+            router,
             MODELS_PATH,
             self.list_models,
-            methods=["GET"],
             name="list_models",
             summary="The served agent, as OpenAI's model list",
             responses={401: CHAT_RESPONSES[401]},
             dependencies=security,
             route_class_override=OpenAIRoute,
         )
-        router.add_api_route(
+        get_and_head(
+            router,
             MODELS_PATH + "/{model}",
             self.retrieve_model,
-            methods=["GET"],
             name="retrieve_model",
             summary="The served agent, if `model` names it",
             responses={401: CHAT_RESPONSES[401], 404: CHAT_RESPONSES[404]},
@@ -193,11 +198,25 @@ class OpenAIFace:
                 code=MODEL_NOT_FOUND,
             )
 
+    async def _answer_once(self, resumed: Resumption, body: ChatCompletionRequest) -> Resumption:
+        """The pause this chat answers, claimed as answered (the run takes it so) before the
+        answer starts, so that a second answer to it is a 409 naming the message that holds
+        the pause, streamed or not, rather than a stream's error line."""
+        try:
+            return await claim(resumed, self.assist.sealer)
+        except PauseRefused as refused:
+            # The pause rode in the last assistant message (conversation_of reads only that one's).
+            index = max(i for i, message in enumerate(body.messages) if message.role == "assistant")
+            param = f"messages[{index}].content"
+            raise ChatRequestError(f"{param}: {refused}", param, status=refused.status, code=ALREADY_ANSWERED) from None
+
     async def chat_completions(self, request: Request, body: ChatCompletionRequest) -> Response:
         """The agent's answer to the chat's last user message: a chat.completion, or its chunks."""
         agent = self.agent
         self._check_model(body.model)
         query, session = conversation_of(body, agent.name, self.assist.sealer)
+        if session.resumed is not None:
+            session.resumed = await self._answer_once(session.resumed, body)
         stats = RunStats(request_id_of(request))
         setattr(request.state, STATE_AGENT, agent.name)
         setattr(request.state, STATE_STATS, stats)
