@@ -130,6 +130,8 @@ SUBMODULES = {
         "ChatMessage",
         "ChatModel",
         "LLMAgent",
+        "MCPServerStdio",
+        "MCPServerStreamableHTTP",
         "ModelEvent",
         "ModelSettings",
         "OpenAIChatModel",

@@ -1,6 +1,7 @@
 """Language-model agents: `LLMAgent` (the streaming tool loop), the `ChatModel` interface and
-its OpenAI-compatible implementation, the messages and events a model exchanges, tools, and
-the pauses a model can ask for (`AskUser`, `Approval`). Scripted models for tests are in
+its OpenAI-compatible implementation, the messages and events a model exchanges, tools (a
+function's, or an MCP server's: `MCPServerStdio`, `MCPServerStreamableHTTP`), and the pauses
+a model can ask for (`AskUser`, `Approval`). Scripted models for tests are in
 `sentient_assist.testing`."""
 
 from typing import TYPE_CHECKING
@@ -10,6 +11,7 @@ from sentient_assist._lazy import lazy_exports
 if TYPE_CHECKING:
     from sentient_assist.llm.agent import LLMAgent, UsageLimits
     from sentient_assist.llm.asking import Approval, AskUser
+    from sentient_assist.llm.mcp import MCPServerStdio, MCPServerStreamableHTTP
     from sentient_assist.llm.messages import (
         ChatMessage,
         ModelEvent,
@@ -28,6 +30,8 @@ _HOMES = {
     "ChatMessage": "sentient_assist.llm.messages",
     "ChatModel": "sentient_assist.llm.model",
     "LLMAgent": "sentient_assist.llm.agent",
+    "MCPServerStdio": "sentient_assist.llm.mcp",
+    "MCPServerStreamableHTTP": "sentient_assist.llm.mcp",
     "ModelEvent": "sentient_assist.llm.messages",
     "ModelSettings": "sentient_assist.llm.model",
     "OpenAIChatModel": "sentient_assist.llm.openai_model",
@@ -46,6 +50,8 @@ __all__ = [
     "ChatMessage",
     "ChatModel",
     "LLMAgent",
+    "MCPServerStdio",
+    "MCPServerStreamableHTTP",
     "ModelEvent",
     "ModelSettings",
     "OpenAIChatModel",

@@ -28,7 +28,7 @@ from sentient_assist.llm.messages import (
 from sentient_assist.llm.model import ChatModel, ModelSettings
 from sentient_assist.llm.output import OUTPUT_TOOL, OutputSpec, output_call
 from sentient_assist.llm.reply import ONE_REQUEST, ReplyStreams, finish_run, stream_reply
-from sentient_assist.llm.tools import Tool, ToolOutcome, arguments_object
+from sentient_assist.llm.tools import Tool, ToolBox, ToolOutcome, Toolset, arguments_object
 from sentient_assist.protocol import conventions as names
 from sentient_assist.protocol.conventions import TokenUsage, ToolCallPayload, ToolResultPayload
 from sentient_assist.protocol.history import messages_from
@@ -71,7 +71,7 @@ class LLMAgent(AbstractAgent):
         name: str = "llm",
         description: str = "",
         system_prompt: str = "",
-        tools: Sequence[Tool | Callable[..., Any] | BasicAgent] = (),
+        tools: Sequence[Tool | Callable[..., Any] | BasicAgent | Toolset] = (),
         model_settings: ModelSettings | None = None,
         usage_limits: UsageLimits = UsageLimits(),
         output_type: type[Any] | None = None,
@@ -82,6 +82,7 @@ class LLMAgent(AbstractAgent):
         self.model = model
         self.system_prompt = system_prompt
         # Functions become tools as @tool makes them, BasicAgents through agent_tool(); the rest is refused now.
+        # An MCP server's tools (llm/mcp.py) join them when it is listed, at the first run.
         self.tools = _tools_of(tools, output_type is not None, ask_user is not None)
         self.model_settings = model_settings or ModelSettings()
         self.usage_limits = usage_limits
@@ -91,6 +92,7 @@ class LLMAgent(AbstractAgent):
         self.ask_user = ask_user
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
+        await self.tools.ready()  # its MCP servers' tools, listed at the first run (a clash refused then)
         messages, run_start, decided = self._conversation(session, query)
         if decided is not None:  # resumed after an approval: the call runs, or is refused, first
             await self._decide(decided, query.prompt, messages, response_handler)
@@ -273,9 +275,10 @@ class LLMAgent(AbstractAgent):
         return await found.call(call.arguments)
 
 
-def _tools_of(items: Iterable[object], has_output: bool, has_ask_user: bool) -> dict[str, Tool]:
+def _tools_of(items: Iterable[object], has_output: bool, has_ask_user: bool) -> ToolBox:
     """The tools by name, each item made a Tool; what cannot be one, or a second tool of one
-    name, is refused here, when the agent is built, rather than at every run."""
+    name, is refused here, when the agent is built, rather than at every run. A Toolset (an MCP
+    server) is kept as it is: its tools are known once it is listed, and their names checked then."""
     if isinstance(items, str) or not isinstance(items, Iterable):  # tools=add, for tools=[add]
         kind = type(items).__name__
         raise TypeError(f"tools= takes a list of tools, got {_a(kind)} {kind}: write tools=[{_short(items)}]")
@@ -284,7 +287,11 @@ def _tools_of(items: Iterable[object], has_output: bool, has_ask_user: bool) -> 
         reserved[ASK_TOOL] = "ask_user="
     tools: dict[str, Tool] = {}
     positions: dict[str, int] = {}
+    toolsets: list[tuple[str, Toolset]] = []
     for position, item in enumerate(items):
+        if isinstance(item, Toolset):
+            toolsets.append((f"tools[{position}] ({item.label})", item))
+            continue
         made = _as_tool(item, position)
         if made.name in positions:
             raise ValueError(
@@ -298,7 +305,7 @@ def _tools_of(items: Iterable[object], has_output: bool, has_ask_user: bool) -> 
             )
         tools[made.name] = made
         positions[made.name] = position
-    return tools
+    return ToolBox(tools, {name: f"tools[{at}]" for name, at in positions.items()}, toolsets, reserved)
 
 
 def _as_tool(item: object, position: int) -> Tool:
@@ -320,7 +327,10 @@ def _as_tool(item: object, position: int) -> Tool:
     hint = f" (an instance, {item.__name__}(), if it is an agent)" if isinstance(item, type) else ""
     if isinstance(item, AbstractAgent):
         hint = " (an agent other than a BasicAgent is a specialist of a HostAgent, not a tool)"
-    raise TypeError(f"tools[{position}] is {what}: pass a function, a coroutine function, a Tool or a BasicAgent{hint}")
+    raise TypeError(
+        f"tools[{position}] is {what}: pass a function, a coroutine function, a Tool or a BasicAgent{hint}, "
+        "or an MCP server (MCPServerStdio, MCPServerStreamableHTTP)"
+    )
 
 
 def _short(value: object) -> str:

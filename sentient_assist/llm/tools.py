@@ -8,7 +8,8 @@ import asyncio
 import inspect
 import json
 import re
-from collections.abc import Callable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -26,19 +27,24 @@ _ARG_LINE = re.compile(r"^\s*(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
 
 class ToolOutcome(BaseModel):
     """What one call came to: exactly one of `result` and `error`. `error` is shown to the user
-    (in TOOL_RESULT); `error_for_model`, when set, tells the model more."""
+    (in TOOL_RESULT); `error_for_model`, when set, tells the model more. `for_model`, when set,
+    is what the model reads of a result instead of its JSON (an MCP tool's text, say, with
+    its pictures described in a line each while `result` holds them whole)."""
 
     model_config = ConfigDict(frozen=True)
 
     result: Any = None
     error: str | None = None
     error_for_model: str | None = None
+    for_model: str | None = None
 
     @property
     def model_content(self) -> str:
         """What the model reads as the tool's answer."""
         if self.error is not None:
             return "error: " + (self.error_for_model or self.error)
+        if self.for_model is not None:
+            return self.for_model
         return dumps_json(self.result)
 
 
@@ -93,6 +99,8 @@ class Tool:
             return ToolOutcome(
                 error=f"the tool failed ({type(exc).__name__})", error_for_model=f"{type(exc).__name__}: {exc}"
             )
+        if isinstance(result, ToolOutcome):
+            return result  # a tool that says itself what its call came to (an MCP tool's answer)
         if result is None:
             result = "ok"  # a result is never null: null means the call failed
         try:
@@ -118,6 +126,129 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
+
+
+class Toolset(ABC):
+    """Tools known only once they are listed, as an MCP server's (sentient_assist/llm/mcp.py): an
+    LLMAgent takes one in `tools=` beside functions, and lists it at its first run."""
+
+    @property
+    @abstractmethod
+    def label(self) -> str:
+        """How an error names it."""
+
+    @property
+    @abstractmethod
+    def listed(self) -> Sequence[Tool] | None:
+        """Its tools as last listed; None before the first listing."""
+
+    @property
+    @abstractmethod
+    def generation(self) -> int:
+        """How many times it was listed: the list may have changed when this has."""
+
+    @abstractmethod
+    async def list_tools(self) -> Sequence[Tool]:
+        """List its tools (an MCP server: open its session, on first use)."""
+
+    def known_names(self) -> frozenset[str] | None:
+        """The names its tools will have, when they are known before it is listed."""
+        return None
+
+    def collides_with(self, other: Toolset) -> bool:
+        """Whether its tools and `other`'s are certain to share names (one server twice, say)."""
+        return False
+
+
+class ToolBox(Mapping[str, Tool]):
+    """An LLMAgent's tools by name: its own, then, once `ready()` has listed them, its toolsets'.
+    Two tools of one name are refused with both named: when the agent is built, for what is
+    known then (its own tools, a toolset given twice, names a toolset's include= fixes), and
+    at the listing for the rest, which then fails the run (and every run, until it changes)."""
+
+    def __init__(
+        self,
+        own: Mapping[str, Tool],
+        where: Mapping[str, str],
+        toolsets: Sequence[tuple[str, Toolset]],
+        reserved: Mapping[str, str],
+    ) -> None:
+        self._own = dict(own)
+        self._where = dict(where)  # an own tool's name -> how errors name it ("tools[2]")
+        self._toolsets = tuple(toolsets)
+        self._reserved = dict(reserved)  # names the agent's own machinery takes -> what takes it
+        self._all: dict[str, Tool] = dict(own)
+        self._generations: tuple[int, ...] = ()
+        self._check_what_is_known()
+
+    def __getitem__(self, name: str) -> Tool:
+        return self._all[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all)
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+    @property
+    def toolsets(self) -> tuple[Toolset, ...]:
+        return tuple(toolset for _, toolset in self._toolsets)
+
+    async def ready(self) -> None:
+        """List the toolsets never listed yet (at once), and take in what any listing changed."""
+        if not self._toolsets:
+            return
+        unlisted = [toolset for _, toolset in self._toolsets if toolset.listed is None]
+        if unlisted:
+            await asyncio.gather(*(toolset.list_tools() for toolset in unlisted))
+        generations = tuple(toolset.generation for _, toolset in self._toolsets)
+        if generations != self._generations:
+            self._all = self._merged()
+            self._generations = generations
+
+    def _merged(self) -> dict[str, Tool]:
+        merged = dict(self._own)
+        owners = dict(self._where)
+        for where, toolset in self._toolsets:
+            for made in toolset.listed or ():
+                self._refuse_clash(made.name, where, owners)
+                merged[made.name] = made
+                owners[made.name] = where
+        return merged
+
+    def _check_what_is_known(self) -> None:
+        owners = dict(self._where)
+        for number, (where, toolset) in enumerate(self._toolsets):
+            for other_where, other in self._toolsets[:number]:
+                if other is toolset:
+                    raise ValueError(f"{other_where} and {where} are one and the same: pass it once")
+                if toolset.collides_with(other):
+                    raise ValueError(
+                        f"{other_where} and {where} serve the same tools under the same names: the model calls "
+                        "a tool by name, so give one a tool_prefix= (or split the tools with include=/exclude=)"
+                    )
+            for name in sorted(toolset.known_names() or ()):
+                self._refuse_clash(name, where, owners)
+                owners[name] = where
+
+    def _refuse_clash(self, name: str, where: str, owners: Mapping[str, str]) -> None:
+        if name in owners:
+            first, second = sorted((owners[name], where), key=_position)
+            raise ValueError(
+                f"{first} and {second} both have a tool named {name!r}: the model calls a tool by name, "
+                "so give the server a tool_prefix= (or leave the tool out with exclude=, or rename the other)"
+            )
+        if name in self._reserved:
+            raise ValueError(
+                f"{where} has a tool named {name!r}, as does {self._reserved[name]}: give the server a "
+                "tool_prefix= (or leave the tool out with exclude=)"
+            )
+
+
+def _position(where: str) -> int:
+    """The N of "tools[N] ...": clashes are told in the order of tools=."""
+    digits = where[where.find("[") + 1 : where.find("]")]
+    return int(digits) if digits.isdigit() else 0
 
 
 def arguments_object(arguments: str) -> dict[str, Any]:

@@ -72,9 +72,15 @@ def create_app(settings: Settings | None = None, agent: AbstractAgent | None = N
 async def _collector_skips_startup(app: FastAPI) -> AsyncIterator[None]:
     """What exists when the service starts (modules, the app, the agent) lives as long as the
     process: frozen, the garbage collector's full passes under load read only what requests
-    made, a few times faster, and a pause that every open stream waits out (bench/README.md)."""
+    made, a few times faster, and a pause that every open stream waits out (bench/README.md).
+    At shutdown, the MCP servers' sessions its agents opened are closed (their processes stopped)."""
     gc.freeze()
-    yield
+    try:
+        yield
+    finally:
+        from sentient_assist.llm.mcp import close_all  # no MCP SDK import: it closes what is open
+
+        await close_all()
 
 
 def add_routes(
