@@ -274,6 +274,9 @@ class ResponseHandler:
         last: list[TextChunkEvent | DocumentEvent] = [
             stream.last_chunk() for stream in self._streams or () if not stream.is_complete
         ]
+        # The streams point back at this handler: let go of them, so that an ended run (its
+        # hook, channel and session) is freed at once, not by the next full collection.
+        self._streams = None
         forwarded, self._forwarded = self._forwarded or {}, None
         last += [first.closing_chunk() for first in forwarded.values()]
         if self._tool_calls is not None:
