@@ -16,6 +16,7 @@ from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.server.access_log import AccessLogMiddleware
 from sentient_assist.server.assist import Assist
 from sentient_assist.server.logs import configure_logging
+from sentient_assist.server.mcp.mount import add_mcp
 from sentient_assist.server.openai.face import OpenAIFace
 from sentient_assist.server.playground import add_playground
 from sentient_assist.server.request_id import REQUEST_ID_HEADER
@@ -23,6 +24,8 @@ from sentient_assist.server.routes import docs_router, probes, swagger_ui_router
 from sentient_assist.server.settings import Settings, load_settings
 from sentient_assist.server.validation import validation_error_handler
 from sentient_assist.version import __version__
+
+MCP_PATH = "/mcp"
 
 
 def create_app(settings: Settings | None = None, agent: AbstractAgent | None = None) -> FastAPI:
@@ -49,6 +52,7 @@ def create_app(settings: Settings | None = None, agent: AbstractAgent | None = N
     assist = Assist(agent, settings)
     app.include_router(assist.router())
     app.include_router(OpenAIFace(assist).router())  # /v1: the same agent, keys and limits
+    add_mcp(app, assist, MCP_PATH, required=False)  # /mcp: the same, as an MCP server, if the mcp extra is there
     app.include_router(probes)
     app.include_router(docs_router(assist.keys))
     app.include_router(swagger_ui_router())
@@ -91,6 +95,7 @@ def add_routes(
     dependencies: Sequence[Depends] = (),
     settings: Settings | None = None,
     openai_prefix: str | None = None,
+    mcp_path: str | None = None,
 ) -> None:
     """Add `POST {path}/assist` for `agent` (else the agent ASSIST_AGENT names) to an app of yours.
 
@@ -104,6 +109,10 @@ def add_routes(
     `POST {path}{openai_prefix}/chat/completions` and `GET {path}{openai_prefix}/models`
     (docs/openai.md), under the same keys and limits. Off by default: adding /assist to an
     app never claims its /v1 paths.
+
+    With `mcp_path` (say "/mcp"), also `POST {path}{mcp_path}`: the agent as an MCP server
+    (streamable HTTP, stateless; docs/mcp.md), under the same keys and limits; its session
+    manager runs in your app's lifespan. It needs the `mcp` extra (ImportError naming it).
     """
     settings = settings or load_settings()
     agent = agent or load_agent(settings.agent, settings.agents_dir)
@@ -112,3 +121,5 @@ def add_routes(
     if openai_prefix is not None:
         face = OpenAIFace(assist).router(openai_prefix)
         app.include_router(face, prefix=path, dependencies=list(dependencies))
+    if mcp_path is not None:
+        add_mcp(app, assist, mcp_path, prefix=path, dependencies=dependencies)

@@ -1,0 +1,349 @@
+"""The served agent as an MCP server: `POST /mcp`, streamable HTTP, stateless, one tool.
+
+    request -> the app's middleware -> FastAPI's router -> MCPRoute: the key (401), the body's
+    declared size (413), a place under ASSIST_MAX_STREAMS (503), as for /assist -> FastAPI runs
+    the dependencies -> `MCPFace.endpoint` -> MCPExchange: the body, read bounded in size and
+    time (413, 408) -> the mcp SDK's StreamableHTTPSessionManager, stateless -> `call_tool`:
+    the same Run as /assist's, its events read by sentient_assist/server/mcp/tool.py -> one
+    CallToolResult, and a progress notification per event on the way when the call asked
+    (a `progressToken` in its `_meta`)
+
+It is the same service as /assist, not a second one: the same `Assist` instance's keys, stream
+budget (every POST to /mcp holds a place while it is answered; only tools/call holds it long),
+body limits, time limit (an `isError` result), pause sealer and shutdown grace. Refusals before
+the SDK sees the request are JSON-RPC errors (`id: null`) with the HTTP status and headers
+/assist would answer with; GET and DELETE are 405s: stateless, there is no session to stream
+to or to end.
+
+Stateless, any replica answers any request: the SDK makes a transport per request, and the
+protocol's both eras are served (the 2025 handshake, `initialize` first, and 2026-07-28's
+self-contained requests). A call is cancelled when its client leaves (closes the request, as
+a 2026-07-28 client does to cancel); a 2025 client's `notifications/cancelled` comes as a POST
+of its own, which no session ties to the call: it is honoured only when keys are set, for the
+calls made with the same key and request id in this process (without keys, anyone could
+cancel anyone's call by guessing a small id).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from fastapi import APIRouter, HTTPException, Request, Security
+from fastapi.params import Depends
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.server.session import ServerSession
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from sentient_assist.runtime.run import Run, RunOutcome, RunStats
+from sentient_assist.server import metrics
+from sentient_assist.server.assist import STATE_AGENT, STATE_STATS, Assist
+from sentient_assist.server.auth import BEARER_SCHEME
+from sentient_assist.server.event_stream import abort_connection, survive_cut_off
+from sentient_assist.server.limits import CLIENT_CLOSED_REQUEST
+from sentient_assist.server.mcp.tool import (
+    AnswerHook,
+    ToolAnswer,
+    ToolCall,
+    ToolInputError,
+    agent_tool,
+    merged,
+    progress_message,
+    refusal,
+)
+from sentient_assist.server.open_streams import CUT_OFF_AFTER_SECONDS
+from sentient_assist.server.request_id import STATE_REQUEST_ID, request_id_of
+from sentient_assist.version import __version__
+
+MCP_PATH = "/mcp"
+# After its time limit, what a request has to send its answer before it is cut off: the run
+# ends at the limit (its watcher ticks up to half a second late) and a client that reads
+# takes the answer at once. One that does not holds no place past this.
+WRITE_GRACE_SECONDS = CUT_OFF_AFTER_SECONDS + 1.5
+CANCELLED = b'"notifications/cancelled"'
+
+logger = logging.getLogger("sentient_assist.server")
+
+_JSONRPC_ERROR = {"content": {"application/json": {"schema": {"type": "object"}}}}
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The JSON-RPC answer: `application/json`, or Server-Sent Events (`text/event-stream`) "
+        "carrying the progress notifications and then the answer.",
+    },
+    401: {"description": "ASSIST_API_KEYS is set and the request has no valid `Authorization: Bearer` key."},
+    408: {"description": "The body did not arrive in full within ASSIST_BODY_TIMEOUT seconds."},
+    413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES."},
+    503: {"description": "At ASSIST_MAX_STREAMS (every face counts), or shutting down; see `Retry-After`."},
+}
+for _status in (401, 408, 413, 503):
+    RESPONSES[_status].update(_JSONRPC_ERROR)
+
+
+def jsonrpc_refusal(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    """A refusal the SDK never saw, as MCP clients read one: a JSON-RPC error with no id."""
+    code = types.INTERNAL_ERROR if status >= 500 else types.INVALID_REQUEST
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _refused(exc: HTTPException) -> Response:
+    return jsonrpc_refusal(exc.status_code, str(exc.detail), dict(exc.headers or {}))
+
+
+class MCPFace:
+    """POST /mcp for the agent of `assist`, under its limits: an MCP server with one tool."""
+
+    def __init__(self, assist: Assist) -> None:
+        self.assist = assist
+        self.agent = assist.agent
+        self.tool = agent_tool(self.agent)
+        self.server: Server[Any] = Server(
+            self.agent.name,
+            version=__version__,
+            description=self.agent.description or None,
+            on_list_tools=self.list_tools,
+            on_call_tool=self.call_tool,
+            get_tool_input_schema=self._input_schema,
+        )
+        self._manager: StreamableHTTPSessionManager | None = None
+        # The calls a 2025 client's notifications/cancelled may end: by key and request id.
+        self._calls: dict[tuple[str, str], list[Run[Any]]] = {}
+
+    def router(self, path: str = MCP_PATH) -> APIRouter:
+        """A router holding POST `path`; its lifespan runs the SDK's session manager (FastAPI
+        merges it into the app's when the router is included)."""
+        router = APIRouter(lifespan=self._lifespan, tags=["MCP"])
+        security: list[Depends] = [Security(BEARER_SCHEME)] if self.assist.keys else []
+        router.add_api_route(
+            path,
+            self.endpoint,
+            methods=["POST"],
+            name="mcp",
+            summary="The agent as an MCP server (streamable HTTP, stateless): one tool, the agent",
+            response_class=JSONResponse,
+            responses=RESPONSES,
+            dependencies=security,
+            route_class_override=MCPRoute,
+        )
+        return router
+
+    @asynccontextmanager
+    async def _lifespan(self, app: Any) -> AsyncIterator[None]:
+        # A manager runs once: each start of the app makes its own.
+        manager = StreamableHTTPSessionManager(
+            self.server, stateless=True, max_request_body_size=max(self.assist.max_body_bytes, 1)
+        )
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def endpoint(self, request: Request) -> Response:
+        """A JSON-RPC message of MCP, answered by the SDK (docs/mcp.md, "The agent as an MCP server")."""
+        return MCPExchange(self)
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[self.tool])
+
+    def _input_schema(self, name: str) -> dict[str, Any] | None:
+        return self.tool.input_schema if name == self.tool.name else None
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        """The agent's answer to the call's prompt, as the tool's result."""
+        if params.name != self.tool.name:
+            raise MCPError(
+                types.INVALID_PARAMS, f"Unknown tool {params.name!r}: this server has one, {self.tool.name!r}"
+            )
+        request = ctx.request
+        if not isinstance(request, Request):  # only this face's HTTP requests reach here
+            raise MCPError(types.INTERNAL_ERROR, "the call did not come over HTTP")
+        agent = self.agent
+        try:
+            call = ToolCall(params.arguments, agent.name)
+            self.assist.histories.hold(call.history)  # ASSIST_MAX_HISTORY_BYTES_TOTAL, as /assist's
+        except ToolInputError as bad:
+            return refusal(str(bad))
+        except HTTPException as refused:
+            return refusal(str(refused.detail), refused.status_code)
+        stats = RunStats(request_id_of(request))
+        setattr(request.state, STATE_AGENT, agent.name)
+        setattr(request.state, STATE_STATS, stats)
+        answer = ToolAnswer(self.tool.name, call.prompts)
+        run: Run[Any] = Run(
+            agent,
+            call.session,
+            call.query,
+            watcher=self.assist.streams,
+            stats=stats,
+            make_hook=lambda channel, run_stats: AnswerHook(channel, run_stats, answer),
+            sealer=self.assist.sealer,
+        )
+        del call  # the run holds the session and the query
+        progress = ctx.session if ctx.meta is not None and "progress_token" in ctx.meta else None
+        tracked = self._track(run, request, ctx.request_id)
+        try:
+            await _read(run, answer, progress)
+        except asyncio.CancelledError:
+            if not run.cut_off:
+                raise  # the client left, or the SDK ends the request
+            survive_cut_off("MCP call", stats.request_id, request.scope)  # nobody takes the answer
+        finally:
+            self._untrack(tracked, run)
+            run.reader_left()
+            metrics.observe_stream(stats)
+        return answer.result()
+
+    def _track(self, run: Run[Any], request: Request, request_id: types.RequestId | None) -> tuple[str, str] | None:
+        if not self.assist.keys or request_id is None:
+            return None
+        key = (request.headers.get("authorization", ""), str(request_id))
+        self._calls.setdefault(key, []).append(run)
+        return key
+
+    def _untrack(self, key: tuple[str, str] | None, run: Run[Any]) -> None:
+        if key is None:
+            return
+        runs = self._calls.get(key, [])
+        if run in runs:
+            runs.remove(run)
+        if not runs:
+            self._calls.pop(key, None)
+
+    def cancel_calls(self, authorization: str, body: bytes) -> None:
+        """A 2025 client's `notifications/cancelled`: the calls it names, made with the same key
+        in this process, end now (as when their clients leave)."""
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return
+        if not isinstance(message, dict) or message.get("method") != "notifications/cancelled":
+            return
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int):
+            return
+        for run in list(self._calls.get((authorization, str(request_id)), ())):
+            logger.info("MCP call cancelled by its client (request %s)", run.stats.request_id)
+            run.stop(outcome=RunOutcome.DISCONNECTED)
+
+
+async def _read(run: Run[Any], answer: ToolAnswer, progress: ServerSession | None) -> None:
+    """Read the run to its end into `answer`, and send its notes as progress notifications
+    when the call asked for them: all that is ready together, each run of text in one."""
+    stopped = False
+    sent = 0
+    while (batch := run.take_ready()) != []:
+        if batch is None:
+            await run.ready()  # a keepalive wakes it too: the SDK pings the stream itself
+            continue
+        if answer.too_long and not stopped:
+            stopped = True  # what is kept is bounded: past it, the run ends and the result is an error
+            logger.warning("MCP result too long: its run ended (request %s)", run.stats.request_id)
+            run.stop(outcome=RunOutcome.COMPLETED)
+        if progress is not None:
+            for note in merged(batch):
+                sent += 1
+                await progress.report_progress(sent, None, progress_message(note))
+
+
+class MCPExchange(Response):
+    """One POST of MCP, answered by the SDK's session manager once its body is in: the body is
+    read here, within ASSIST_MAX_BODY_BYTES and ASSIST_BODY_TIMEOUT, and handed to the SDK whole.
+    The request holds its place until its answer is sent, and no longer than its time limit and
+    WRITE_GRACE_SECONDS: a client that does not read its answer is cut off then."""
+
+    def __init__(self, face: MCPFace) -> None:
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = []
+        self._face = face
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        face = self._face
+        try:
+            body = await _read_body(receive)
+        except HTTPException as refused:
+            if refused.status_code != CLIENT_CLOSED_REQUEST:  # else nobody is there to answer
+                await _refused(refused)(scope, receive, send)
+            return
+        manager = face._manager
+        if manager is None:
+            message = "the MCP face is not running: the app's lifespan has not started it"
+            await jsonrpc_refusal(503, message)(scope, receive, send)
+            return
+        if face.assist.keys and CANCELLED in body:
+            face.cancel_calls(Headers(scope=scope).get("authorization", ""), body)
+        deadline = face.assist.streams.time_limit + WRITE_GRACE_SECONDS
+        with anyio.move_on_after(deadline) as bounded:
+            await manager.handle_request(scope, _Replayed(body, receive), send)
+        if bounded.cancelled_caught:
+            abort_connection(scope)
+            request_id = (scope.get("state") or {}).get(STATE_REQUEST_ID)
+            logger.warning("MCP answer cut off: its client did not take it (request %s)", request_id)
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class _Replayed:
+    """The body, read already, as the one message of a `receive`; then the client's own messages
+    (its leaving), which the SDK listens for."""
+
+    __slots__ = ("_first", "_receive")
+
+    def __init__(self, body: bytes, receive: Receive) -> None:
+        self._first: Message | None = {"type": "http.request", "body": body, "more_body": False}
+        self._receive = receive
+
+    async def __call__(self) -> Message:
+        first, self._first = self._first, None
+        if first is not None:
+            return first
+        return await self._receive()
+
+
+class MCPRoute(APIRoute):
+    """The route of `MCPFace.endpoint`: as `AssistRoute` (sentient_assist/server/assist.py), a
+    request passes the key check and takes a place under ASSIST_MAX_STREAMS, its body bounded,
+    before anything reads it; a refusal is a JSON-RPC error. Middleware and dependencies apply
+    as to any path operation."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] not in (self.methods or ()):
+            await super().handle(scope, receive, send)  # FastAPI's 405: no session to GET or DELETE
+            return
+        face: MCPFace = self.endpoint.__self__  # type: ignore[attr-defined]
+        try:
+            body = face.assist.admit(Headers(scope=scope), receive)
+        except HTTPException as refused:
+            await _refused(refused)(scope, receive, send)
+            return
+        try:
+            await super().handle(scope, body, send)
+        finally:
+            face.assist.gate.leave()
