@@ -13,6 +13,7 @@ from sentient_assist.facade.transport import without_credentials
 from sentient_assist.protocol.events import DoneEvent, parse_event
 from sentient_assist.protocol.request import Query, SessionObject
 from sentient_assist.runtime.errors import RemoteAgentError
+from sentient_assist.tracing import current_tracing
 
 
 class HttpTransport:
@@ -27,9 +28,16 @@ class HttpTransport:
 
     async def events(self, query: Query, session: SessionObject) -> AsyncGenerator[Any, None]:
         body = {"query": query.model_dump(mode="json"), "session": session.model_dump(mode="json", by_alias=True)}
+        headers = self._headers
+        if current_tracing() is not None:
+            # The remote agent's spans join this run's trace: its span is the parent of theirs.
+            from sentient_assist.runtime.tracing import inject_current
+
+            headers = dict(headers)
+            inject_current(headers)
         async with httpx.AsyncClient(timeout=self._timeout) as client:
             try:
-                async with aconnect_sse(client, "POST", self.url, json=body, headers=self._headers) as source:
+                async with aconnect_sse(client, "POST", self.url, json=body, headers=headers) as source:
                     response = source.response
                     if response.status_code != 200:
                         await response.aread()

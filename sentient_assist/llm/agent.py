@@ -272,7 +272,7 @@ class LLMAgent(AbstractAgent):
             return ToolOutcome(
                 error=f"there is no tool named {call.name!r}; the tools are: {', '.join(self.tools) or 'none'}"
             )
-        return await found.call(call.arguments)
+        return await found.call(call.arguments, call_id=call.id)
 
 
 def _tools_of(items: Iterable[object], has_output: bool, has_ask_user: bool) -> ToolBox:

@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import orjson
@@ -33,6 +33,12 @@ from sentient_assist.llm.redaction import masked_excerpt
 from sentient_assist.protocol.conventions import TokenUsage
 from sentient_assist.runtime.errors import ModelProviderError, SettingsError
 from sentient_assist.runtime.request_context import current_request_id
+from sentient_assist.tracing import current_tracing
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Span
+
+    from sentient_assist.runtime.tracing import Tracing
 
 logger = logging.getLogger("sentient_assist.llm")
 
@@ -98,13 +104,86 @@ class OpenAIChatModel:
         """Close the model's connections now; otherwise they close with their event loop."""
         await self._sessions.aclose()
 
-    async def stream(
+    def stream(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> AsyncIterator[ModelEvent]:
+        """The reply's events. With the app's tracing on, inside a `chat {model}` span (one per
+        call, never per token); off, the stream itself, with nothing around it."""
+        tracing = current_tracing()
+        if tracing is None:
+            return self._stream(messages, tools, settings, self._headers)
+        return self._traced(tracing, messages, tools, settings)
+
+    async def _traced(
+        self, tracing: Tracing, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], settings: ModelSettings
+    ) -> AsyncIterator[ModelEvent]:
+        from sentient_assist.runtime.tracing import end_failed, end_ok, input_messages, output_messages
+
+        url = URL(self._url)
+        span = tracing.start_chat(self.name, _provider_of(url.host), url.host, url.port)
+        if settings.temperature is not None:
+            span.set_attribute("gen_ai.request.temperature", settings.temperature)
+        if settings.max_tokens is not None:
+            span.set_attribute("gen_ai.request.max_tokens", settings.max_tokens)
+        if tracing.capture_content:
+            span.set_attribute("gen_ai.input.messages", input_messages([(m.role, m.content or "") for m in messages]))
+        # The provider's request carries this span's traceparent: its own spans join the trace.
+        reply = _ReplySeen()
+        started = time.monotonic()
+        first = True
+        answer: list[str] | None = [] if tracing.capture_content else None  # the reply's text, when captured
+        try:
+            async for event in self._stream(messages, tools, settings, tracing.headers_for(span, self._headers), reply):
+                if answer is not None and type(event) is TextDelta:
+                    answer.append(event.text)
+                if first:
+                    first = False
+                    span.add_event(
+                        "gen_ai.first_token", {"gen_ai.response.time_to_first_chunk": time.monotonic() - started}
+                    )
+                if type(event) is TokenUsage:
+                    if event.input_tokens:
+                        span.set_attribute("gen_ai.usage.input_tokens", event.input_tokens)
+                    if event.output_tokens:
+                        span.set_attribute("gen_ai.usage.output_tokens", event.output_tokens)
+                yield event
+        except asyncio.CancelledError:
+            _seen_on(span, reply)
+            end_failed(span, "cancelled")
+            raise
+        except GeneratorExit:
+            _seen_on(span, reply)
+            end_failed(span, "closed", "the reader stopped before the reply's end")
+            raise
+        except ModelProviderError as exc:
+            _seen_on(span, reply)
+            status = exc.details.get("status")  # the provider's HTTP status; never its text
+            end_failed(span, str(status) if status else type(exc).__qualname__, type(exc).__name__)
+            raise
+        except BaseException as exc:
+            _seen_on(span, reply)
+            end_failed(span, type(exc).__qualname__)
+            raise
+        else:
+            _seen_on(span, reply)
+            if answer is not None:
+                span.set_attribute("gen_ai.output.messages", output_messages("".join(answer)))
+            end_ok(span)
+
+    async def _stream(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolSpec],
+        settings: ModelSettings,
+        headers: Mapping[str, str],
+        seen: _ReplySeen | None = None,
     ) -> AsyncIterator[ModelEvent]:
         try:
             # The request's JSON is made by a function of its own: as a local of this generator the
             # dict, a second copy of the conversation's structure, would live as long as the stream.
-            reader = _ReplyReader(await self._open(self._request_body(messages, tools, settings)))
+            reader = _ReplyReader(await self._open(self._request_body(messages, tools, settings), headers))
+            if seen is not None:
+                seen.reader = reader
             try:
                 while not reader.done:
                     for event in await reader.read():
@@ -143,7 +222,7 @@ class OpenAIChatModel:
             request["max_tokens"] = settings.max_tokens
         return orjson.dumps(request)
 
-    async def _open(self, body: bytes) -> aiohttp.ClientResponse:
+    async def _open(self, body: bytes, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
         """The streamed response, its status 2xx: connection errors, timeouts and retryable statuses
         retried as the openai client does, with its delays."""
         session = await self._sessions.session()
@@ -153,7 +232,7 @@ class OpenAIChatModel:
                 response = await session.post(
                     self._url,
                     data=body,
-                    headers=self._headers,
+                    headers=headers,
                     timeout=self._timeout,
                     allow_redirects=False,
                     proxy=self._proxy,
@@ -225,7 +304,7 @@ class _ReplyReader:
     lines here, at half the CPU of two `readline` calls per event; and nothing of a chunk is
     held while the reply waits for the next one, which is most of an LLM stream's life."""
 
-    __slots__ = ("_response", "_rest", "_data", "_calls", "_failed", "done")
+    __slots__ = ("_response", "_rest", "_data", "_calls", "_failed", "done", "finish_reasons", "model")
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
@@ -234,6 +313,9 @@ class _ReplyReader:
         self._calls: dict[int, dict[str, str]] = {}
         self._failed: _ProviderFailed | None = None  # after events that came before it in the same read
         self.done = False
+        # Read only from chunks without a delta (a reply's last) and the usage chunk: never per token.
+        self.finish_reasons: list[str] = []
+        self.model: str | None = None
 
     async def read(self) -> list[ModelEvent]:
         """The events of what arrived next (none, when no event is whole yet). At `[DONE]` or
@@ -304,6 +386,7 @@ class _ReplyReader:
     def _add(self, chunk: dict[str, Any], events: list[ModelEvent]) -> None:
         usage = chunk.get("usage")
         if usage:
+            self.model = chunk.get("model")
             events.append(
                 TokenUsage(
                     input_tokens=usage.get("prompt_tokens") or 0,
@@ -314,6 +397,9 @@ class _ReplyReader:
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta")
             if not delta:
+                reason = choice.get("finish_reason")
+                if reason and isinstance(reason, str):
+                    self.finish_reasons.append(reason)
                 continue
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning and isinstance(reasoning, str):
@@ -334,6 +420,47 @@ class _ReplyReader:
 
     def release(self) -> None:
         self._response.release()
+
+
+class _ReplySeen:
+    """What a traced call's span reads of its reply once it has ended: the reader, kept by the stream."""
+
+    __slots__ = ("reader",)
+
+    def __init__(self) -> None:
+        self.reader: _ReplyReader | None = None
+
+
+def _seen_on(span: Span, seen: _ReplySeen) -> None:
+    reader = seen.reader
+    if reader is None:
+        return
+    if reader.model:
+        span.set_attribute("gen_ai.response.model", reader.model)
+    reasons = reader.finish_reasons or (["tool_calls"] if reader._calls else [])
+    if reasons:
+        span.set_attribute("gen_ai.response.finish_reasons", reasons)
+
+
+def _provider_of(host: str | None) -> str:
+    """gen_ai.provider.name for a host: the conventions' names for those known, else "openai"
+    (the API it speaks)."""
+    host = (host or "").lower()
+    for suffix, name in _PROVIDERS:
+        if host == suffix or host.endswith("." + suffix):
+            return name
+    return "openai"
+
+
+_PROVIDERS = (
+    ("openai.com", "openai"),
+    ("azure.com", "azure.ai.openai"),
+    ("groq.com", "groq"),
+    ("x.ai", "x_ai"),
+    ("deepseek.com", "deepseek"),
+    ("mistral.ai", "mistral_ai"),
+    ("perplexity.ai", "perplexity"),
+)
 
 
 async def _drain(response: aiohttp.ClientResponse) -> None:

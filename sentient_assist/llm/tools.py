@@ -19,6 +19,7 @@ from sentient_assist.llm.asking import Approval
 from sentient_assist.llm.messages import ToolSpec
 from sentient_assist.protocol.events import dumps_json
 from sentient_assist.runtime.errors import ToolError
+from sentient_assist.tracing import current_tracing
 
 DEFAULT_TOOL_TIMEOUT = 30.0
 _ARGS_SECTION = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$", re.IGNORECASE)
@@ -75,8 +76,17 @@ class Tool:
         schema.pop("title", None)
         return ToolSpec(name=self.name, description=self.description, parameters=schema)
 
-    async def call(self, arguments_json: str) -> ToolOutcome:
-        """Validate, run under the timeout, and report: a failure is the tool's error, not ours."""
+    async def call(self, arguments_json: str, call_id: str | None = None) -> ToolOutcome:
+        """Validate, run under the timeout, and report: a failure is the tool's error, not ours.
+        With the app's tracing on, inside an `execute_tool {name}` span."""
+        tracing = current_tracing()
+        if tracing is None:
+            return await self._call_untraced(arguments_json)
+        span = tracing.start_tool(self.name, self.description, call_id)
+        outcome: ToolOutcome = await tracing.run_tool(self._call_untraced(arguments_json), span, arguments_json)
+        return outcome
+
+    async def _call_untraced(self, arguments_json: str) -> ToolOutcome:
         try:
             raw = json.loads(arguments_json or "{}", parse_constant=_no_constant)
         except ValueError as exc:  # bad JSON, NaN/Infinity, or a number too long to read

@@ -53,6 +53,7 @@ from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.errors import CallRefused, ModelProviderError, RemoteAgentError
 from sentient_assist.runtime.response_handler import ResponseHandler
 from sentient_assist.runtime.session import Session
+from sentient_assist.tracing import current_tracing
 
 logger = logging.getLogger("sentient_assist.orchestration")
 
@@ -243,6 +244,11 @@ class HostAgent(AbstractAgent):
             return
         await self._report_unknown(run.handler, decisions, went_to)
         await self._announce(run.handler, [handoff for _, handoff in handoffs])
+        if current_tracing() is not None:  # events on the host's invoke_agent span: to whom, never why
+            from sentient_assist.runtime.tracing import add_event
+
+            for _, handoff in handoffs:
+                add_event("sentient.handoff", {"sentient.handoff.to_agent": handoff.to_agent})
         await run.streams.close(names.FINAL_RESPONSE, paragraph=True)  # the host's text ends before theirs
         results = await self._run_specialists(run, handoffs)
         if self.summarizer is not None and results:

@@ -22,6 +22,7 @@ from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.errors import CallRefused
 from sentient_assist.runtime.response_handler import ResponseHandler
 from sentient_assist.runtime.session import Session
+from sentient_assist.tracing import current_tracing
 
 NO_ROUTE_CODE = 404
 
@@ -100,6 +101,10 @@ class RouterAgent(AbstractAgent):
         await response_handler.complete()
 
     async def _stage(self, handler: ResponseHandler, capability: str | None, outcome: str, reason: str | None) -> None:
+        if current_tracing() is not None:  # an event on the router's invoke_agent span
+            from sentient_assist.runtime.tracing import add_event
+
+            add_event("sentient.route", {"sentient.route.outcome": outcome, "sentient.route.agent": capability or ""})
         stage = StagePayload(stage="route", phase="end", capability=capability, outcome=outcome, reason=reason)
         await handler.emit_json(names.STAGE, stage)
 

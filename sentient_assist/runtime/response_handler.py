@@ -28,6 +28,7 @@ from sentient_assist.runtime.hook import Hook
 from sentient_assist.runtime.pauses import PauseContext, PauseKind
 from sentient_assist.runtime.reserved import OpenToolCalls, checked_stage
 from sentient_assist.runtime.text_stream import StreamEventEmitter
+from sentient_assist.tracing import current_tracing
 
 
 def check_event_name(event_name: object) -> str:
@@ -168,6 +169,10 @@ class ResponseHandler:
 
     def _pause_token(self, kind: PauseKind, question: str, state: Any) -> str | None:
         self._check_open()
+        if current_tracing() is not None:  # an event on the run's invoke_agent span: its kind, never its token
+            from sentient_assist.runtime.tracing import add_event
+
+            add_event("sentient.pause", {"sentient.pause.kind": str(kind)})
         if self._pauses is None:
             return None  # a handler of the agent's own making: the pause is told, not resumable
         try:

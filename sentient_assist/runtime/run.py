@@ -39,6 +39,7 @@ from sentient_assist.runtime.request_context import context_for_request, current
 from sentient_assist.runtime.response_handler import ResponseHandler
 from sentient_assist.runtime.session import Session
 from sentient_assist.runtime.watcher import RunWatcher
+from sentient_assist.tracing import current_tracing
 
 logger = logging.getLogger("sentient_assist.run")
 
@@ -210,6 +211,11 @@ class Run(Generic[T]):
                 work = _assist(agent, session, query, self.handler)
         except PauseRefused as refused:
             work = _raise(refused)
+        # Traced (the app's tracing is on): the agent's coroutine runs inside its invoke_agent
+        # span, which starts and ends in the agent's task. Off: one context variable read a run.
+        tracing = current_tracing()
+        if tracing is not None:
+            work = tracing.run_agent(work, self._agent_name, stats.request_id, lambda: stats.timed_out, query.prompt)
         # The task runs the agent's own coroutine, nothing around it: how it ended is read in
         # _after_agent. Named after the agent: one string for all its runs ("Task-N" is one each).
         # Its context knows the request id (current_request_id()), for what the agent reports.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.exceptions import RequestValidationError
@@ -22,18 +23,24 @@ from sentient_assist.server.playground import add_playground
 from sentient_assist.server.request_id import REQUEST_ID_HEADER
 from sentient_assist.server.routes import docs_router, probes, swagger_ui_router
 from sentient_assist.server.settings import Settings, load_settings
+from sentient_assist.server.tracing import TracingMiddleware, tracing_dependency, tracing_for
 from sentient_assist.server.validation import validation_error_handler
 from sentient_assist.version import __version__
 
 MCP_PATH = "/mcp"
 
 
-def create_app(settings: Settings | None = None, agent: AbstractAgent | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None, agent: AbstractAgent | None = None, *, tracer_provider: Any = None
+) -> FastAPI:
     """The service for `agent`, or for the agent `ASSIST_AGENT` names.
 
     A FastAPI app like any other: add middleware, dependencies and exception handlers to it,
     or mount it in another app. Its middleware, outermost first: the access log (and the
-    request id), CORS when ASSIST_CORS_ORIGINS is set, then FastAPI's own.
+    request id), CORS when ASSIST_CORS_ORIGINS is set, the tracing of runs when on, then FastAPI's own.
+
+    Traces (docs/observability.md) are exported when OTEL_EXPORTER_OTLP_ENDPOINT is set, or to
+    `tracer_provider` (an OpenTelemetry TracerProvider) when given; else tracing is off, free.
     """
     settings = settings or load_settings()
     configure_logging(settings.log_format, settings.log_level)
@@ -49,6 +56,7 @@ def create_app(settings: Settings | None = None, agent: AbstractAgent | None = N
     )
     app.state.settings = settings
     app.state.agent = agent
+    app.state.tracing = tracing_for(tracer_provider)  # decided once: None when off
     assist = Assist(agent, settings)
     app.include_router(assist.router())
     app.include_router(OpenAIFace(assist).router())  # /v1: the same agent, keys and limits
@@ -68,6 +76,8 @@ def create_app(settings: Settings | None = None, agent: AbstractAgent | None = N
             expose_headers=[REQUEST_ID_HEADER],
             max_age=600,
         )
+    if app.state.tracing is not None:
+        app.add_middleware(TracingMiddleware, tracing=app.state.tracing)
     app.add_middleware(AccessLogMiddleware)
     return app
 
@@ -96,6 +106,7 @@ def add_routes(
     settings: Settings | None = None,
     openai_prefix: str | None = None,
     mcp_path: str | None = None,
+    tracer_provider: Any = None,
 ) -> None:
     """Add `POST {path}/assist` for `agent` (else the agent ASSIST_AGENT names) to an app of yours.
 
@@ -113,8 +124,14 @@ def add_routes(
     With `mcp_path` (say "/mcp"), also `POST {path}{mcp_path}`: the agent as an MCP server
     (streamable HTTP, stateless; docs/mcp.md), under the same keys and limits; its session
     manager runs in your app's lifespan. It needs the `mcp` extra (ImportError naming it).
+
+    With `tracer_provider` (or OTEL_EXPORTER_OTLP_ENDPOINT set), its runs, model and tool calls
+    make OpenTelemetry spans, children of your app's request span if it makes one.
     """
     settings = settings or load_settings()
+    tracing = tracing_for(tracer_provider)
+    if tracing is not None:
+        dependencies = [*dependencies, Depends(tracing_dependency(tracing))]
     agent = agent or load_agent(settings.agent, settings.agents_dir)
     assist = Assist(agent, settings)
     app.include_router(assist.router(), prefix=path, dependencies=list(dependencies))

@@ -9,6 +9,8 @@ import re
 import time
 from typing import Any
 
+from sentient_assist.tracing import current_tracing
+
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _PLAIN = re.compile(r"[\w./:@%+-]*")
 
@@ -22,7 +24,22 @@ class TextFormatter(logging.Formatter):
         fields = getattr(record, "fields", None)
         if fields:
             line += " " + " ".join(f"{key}={_plain(value)}" for key, value in fields.items())
+        ids = _trace_ids()
+        if ids:
+            line += f" trace_id={ids[0]} span_id={ids[1]}"
         return line
+
+
+def _trace_ids() -> tuple[str, str] | None:
+    """The current span's trace and span ids (hex), when the request's tracing is on and a span is current."""
+    if current_tracing() is None:
+        return None
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    if not context.is_valid:
+        return None
+    return format(context.trace_id, "032x"), format(context.span_id, "016x")
 
 
 def _plain(value: Any) -> str:
@@ -40,6 +57,9 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         entry.update(getattr(record, "fields", None) or {})
+        ids = _trace_ids()
+        if ids:
+            entry["trace_id"], entry["span_id"] = ids
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
