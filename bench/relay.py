@@ -134,6 +134,7 @@ def make_server(key: str, upstream_port: int, log_dir: Path, reference_python: s
         "ASSIST_LOG_LEVEL": "warning",
         "ASSIST_REQUEST_TIMEOUT": "300",
         "ASSIST_MAX_STREAMS": "100000",
+        "ASSIST_MAX_CONNECTIONS": "100000",
         **model,
     }
     serve = [sys.executable, "-m", "app", "serve", "--host", HOST]

@@ -190,8 +190,10 @@ def make_servers(keys: list[str], log_dir: Path, reference_python: str | None, w
                         "ASSIST_AGENT": "bench.agent:BenchAgent",
                         "ASSIST_LOG_LEVEL": "warning",
                         "ASSIST_REQUEST_TIMEOUT": str(max(120.0, wait_seconds * 4)),
-                        # Above the 5,000-stream load (the default cap is 1,000 per worker).
+                        # Above the 5,000-stream load (the default caps are 1,000 streams and
+                        # 2,000 connections per worker; the fd limit still bounds the latter).
                         "ASSIST_MAX_STREAMS": "100000",
+                        "ASSIST_MAX_CONNECTIONS": "100000",
                     },
                     log_dir / "ours.log",
                 )

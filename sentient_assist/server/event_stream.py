@@ -39,6 +39,11 @@ SSE_HEADERS = [
     (b"x-accel-buffering", b"no"),  # nginx: pass each frame on, do not buffer the stream
 ]
 LISTENER_TASK_NAME = "assist: waiting for the client to leave"
+# The ASGI scope extension through which a server lets a response drop its connection at once,
+# unsent bytes and all: `scope["extensions"][ABORT_EXTENSION]["abort"]()`. The service's uvicorn
+# protocol offers it (sentient_assist/server/protocol.py); under a server without it, the
+# connection of a stream cut off is closed as the server closes an unfinished response.
+ABORT_EXTENSION = "sentient_assist.abort"
 
 logger = logging.getLogger("sentient_assist.server")
 
@@ -52,15 +57,29 @@ def listen_for_the_client_leaving(run: Run[Any], receive: Receive) -> asyncio.Fu
     return listener
 
 
-def survive_cut_off(what: str, request_id: str) -> None:
+def survive_cut_off(what: str, request_id: str, scope: Scope | None = None) -> None:
     """In a reader's `except CancelledError`, once the run says it was cut off: the open
     streams' watcher cancelled the reader of a client that stopped reading, and the run has
-    ended. The reader returns with its response unfinished, so the server closes the
-    connection (uvicorn logs that the response was not completed)."""
+    ended. The connection of `scope` is aborted (`abort_connection`); the reader returns with
+    its response unfinished, so the server closes the connection if it is not closed already
+    (uvicorn logs that the response was not completed)."""
     task = asyncio.current_task()
     if task is not None:
         task.uncancel()
+    if scope is not None:
+        abort_connection(scope)
     logger.warning("%s cut off: its client stopped reading (request %s)", what, request_id)
+
+
+def abort_connection(scope: Scope) -> bool:
+    """Close the connection of `scope` now, dropping what it has not sent, where the server offers
+    it (ABORT_EXTENSION); False where it does not. A close would wait to flush the unsent bytes to
+    a client that does not read: their memory and the connection's descriptor held till it leaves."""
+    extension = (scope.get("extensions") or {}).get(ABORT_EXTENSION)
+    if extension is None:
+        return False
+    extension["abort"]()
+    return True
 
 
 class SseHook(ChannelHook[bytes]):
@@ -152,7 +171,8 @@ class EventStream(Response):
             except asyncio.CancelledError:
                 if not run.cut_off:
                     raise
-                survive_cut_off("stream", self.stats.request_id)
+                run.take_ready()  # its frames not sent are dropped now, not when what holds the run is collected
+                survive_cut_off("stream", self.stats.request_id, scope)
             finally:
                 listener.cancel()
         finally:

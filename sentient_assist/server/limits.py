@@ -16,6 +16,8 @@ SHUTTING_DOWN = "the server is shutting down; retry on another instance"
 DRAIN_CHECK_SECONDS = 0.5
 # What nginx logs for a client that left before its answer: there is nobody to send it to.
 CLIENT_CLOSED_REQUEST = 499
+# On a 408 or 413: the rest of a refused body is not read, so the server closes the connection after the answer.
+CLOSE_AFTER_ANSWER = {"Connection": "close"}
 
 
 class StreamGate:
@@ -93,7 +95,9 @@ class LimitedBody:
         while True:
             left = self._deadline - loop.time()
             if left <= 0:
-                raise HTTPException(408, f"the request body did not arrive within {self._timeout:g} seconds")
+                raise HTTPException(
+                    408, f"the request body did not arrive within {self._timeout:g} seconds", dict(CLOSE_AFTER_ANSWER)
+                )
             if is_draining():
                 raise HTTPException(503, SHUTTING_DOWN, {"Retry-After": RETRY_AFTER_SECONDS})
             try:
@@ -104,4 +108,6 @@ class LimitedBody:
                 continue
 
     def _too_large(self) -> HTTPException:
-        return HTTPException(413, f"the request body is larger than the limit of {self._max_bytes} bytes")
+        return HTTPException(
+            413, f"the request body is larger than the limit of {self._max_bytes} bytes", dict(CLOSE_AFTER_ANSWER)
+        )

@@ -1,15 +1,29 @@
-"""The HTTP protocol the service runs uvicorn with: uvicorn's own (httptools), with a bound on a
-request's header block and a deadline for it.
+"""The HTTP protocol the service runs uvicorn with: uvicorn's own (httptools), with a deadline for
+every state of a connection, a bound on a request's header block and on the connections held.
 
-uvicorn's httptools protocol takes a header block of any size and any slowness: one connection
-can feed it headers until the process runs out of memory, and a thousand connections sending a
-header line a second hold their file descriptors for ever. Here a request's header block is cut
-at ASSIST_MAX_HEADER_BYTES (431) and must arrive within ASSIST_HEADER_TIMEOUT seconds of the
-connection, or of the first byte after the previous response (408); then the connection is
-closed. `assist serve` and DefaultServer use it; with uvicorn's own command line, pass
+uvicorn's httptools protocol takes a header block of any size and any slowness, reads on the
+body of a request it has already answered for as long as it comes (each byte putting off the
+keep-alive timeout), waits for ever to flush a response its client does not read, and accepts
+connections until the process runs out of file descriptors. Here:
+
+- a request's header block is cut at ASSIST_MAX_HEADER_BYTES (431) and must arrive within
+  ASSIST_HEADER_TIMEOUT seconds of the connection, or of the first byte after the previous
+  response (408); then the connection is closed;
+- after a response, the connection is closed when the keep-alive timeout passes (uvicorn's
+  `timeout_keep_alive`, ASSIST_KEEP_ALIVE_TIMEOUT under `assist serve`) without a new request's
+  headers. The rest of a body nobody read does not put it off: it is read and dropped, up to
+  ASSIST_MAX_BODY_BYTES, past which the connection is closed;
+- a connection whose client takes nothing of its response is aborted (its unsent bytes dropped):
+  once the server has closed it, after the keep-alive timeout; before that, after
+  ASSIST_REQUEST_TIMEOUT. Each request's scope offers the abort at once (ABORT_EXTENSION), which
+  EventStream uses on a stream it cuts off;
+- past ASSIST_MAX_CONNECTIONS connections (at most three quarters of the process's file-descriptor
+  limit), a new one gets a 503 and is closed.
+
+`assist serve` and DefaultServer use it; with uvicorn's own command line, pass
 `--http sentient_assist.server.protocol:BoundedHttpToolsProtocol`.
 
-The two limits are the Settings of the app the server serves (`create_app`'s `app.state.settings`,
+The limits are the Settings of the app the server serves (`create_app`'s `app.state.settings`,
 found through uvicorn's `config.loaded_app` and the middleware around it), so that each server
 keeps its own app's, in the process that built the app (--workers and --reload children too).
 An app that holds no Settings (one of your own, with add_routes) gets the environment's.
@@ -18,39 +32,88 @@ An app that holds no Settings (one of your own, with add_routes) gets the enviro
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import logging
+from typing import Any, NamedTuple
 
 from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from sentient_assist.server import metrics
-from sentient_assist.server.settings import Settings, load_settings
+from sentient_assist.server.event_stream import ABORT_EXTENSION
+from sentient_assist.server.settings import Settings, env_name, load_settings
 
+# The status line, and the headers of each refusal but its body's.
 _REFUSALS = {
     408: b"HTTP/1.1 408 Request Timeout\r\n",
     431: b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
+    503: b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n",
 }
 
 
 # Where a Config keeps the limits worked out for the app it loaded (Config has no slots).
-_LIMITS_ATTRIBUTE = "_sentient_assist_header_limits"
+_LIMITS_ATTRIBUTE = "_sentient_assist_connection_limits"
 _MAX_WRAPPERS = 32  # middleware layers looked through for the app's Settings
+# The share of the file-descriptor limit connections may hold: the rest is the agents' own
+# connections, files and logs.
+_DESCRIPTORS_FOR_CONNECTIONS = 0.75
+# The shortest interval between two looks at a connection whose client does not read.
+_MIN_WRITE_CHECK_SECONDS = 0.5
+
+logger = logging.getLogger("sentient_assist.server")
 
 
-def header_limits(config: Config) -> tuple[int, float]:
-    """ASSIST_MAX_HEADER_BYTES and ASSIST_HEADER_TIMEOUT of the app `config` serves (the
-    environment's if it holds no Settings), worked out once per Config and loaded app."""
+class ConnectionLimits(NamedTuple):
+    """What BoundedHttpToolsProtocol holds each connection to, from the served app's Settings."""
+
+    max_header_bytes: int
+    header_timeout: float
+    max_connections: int  # ASSIST_MAX_CONNECTIONS, or less under a low file-descriptor limit
+    max_unread_body_bytes: int  # of a body its request's answer went out before: ASSIST_MAX_BODY_BYTES
+    max_write_stall: float  # seconds a response may wait on a client that takes nothing: ASSIST_REQUEST_TIMEOUT
+
+
+def connection_limits(config: Config) -> ConnectionLimits:
+    """The limits of the app `config` serves (the environment's if it holds no Settings), worked
+    out once per Config and loaded app."""
     app = getattr(config, "loaded_app", None)
     cached = vars(config).get(_LIMITS_ATTRIBUTE)
     if cached is not None and cached[0] is app:
-        limits: tuple[int, float] = cached[1]
+        limits: ConnectionLimits = cached[1]
         return limits
     settings = settings_of(app) or load_settings()
-    limits = (settings.max_header_bytes, settings.header_timeout)
+    limits = ConnectionLimits(
+        max_header_bytes=settings.max_header_bytes,
+        header_timeout=settings.header_timeout,
+        max_connections=_connections_the_descriptors_allow(settings.max_connections),
+        max_unread_body_bytes=settings.max_body_bytes,
+        max_write_stall=settings.request_timeout,
+    )
     # The app too: a Config loaded again (a new factory app) gets its limits afresh.
     setattr(config, _LIMITS_ATTRIBUTE, (app, limits))
     return limits
+
+
+def _connections_the_descriptors_allow(max_connections: int) -> int:
+    try:
+        import resource
+    except ImportError:  # no such limit (Windows)
+        return max_connections
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return max_connections
+    allowed = max(1, int(soft * _DESCRIPTORS_FOR_CONNECTIONS))
+    if allowed >= max_connections:
+        return max_connections
+    logger.warning(
+        "%s=%d is more than this process's file-descriptor limit (%d) leaves for connections: "
+        "at most %d are held; raise the limit (ulimit -n) to hold more",
+        env_name("max_connections"),
+        max_connections,
+        soft,
+        allowed,
+    )
+    return allowed
 
 
 def settings_of(app: object) -> Settings | None:
@@ -68,17 +131,27 @@ def settings_of(app: object) -> Settings | None:
 
 
 class BoundedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with the header block of each request bounded in bytes and time.
+    """uvicorn's httptools protocol, with a deadline in every state of a connection, the header
+    block of each request bounded in bytes, and the connections of a server bounded in number.
 
-    Bytes are counted as they arrive while a request's headers are incomplete: a read that
-    completes them (or that ends a request) is not counted, so a request may carry up to one
-    read more than the limit, and what is held while headers arrive is bounded by the limit
-    plus one read.
+    Header bytes are counted as they arrive while a request's headers are incomplete: a read
+    that completes them (or that ends a request) is not counted, so a request may carry up to
+    one read more than the limit, and what is held while headers arrive is bounded by the limit
+    plus one read. The body of a request already answered is counted the same way.
     """
 
     # Slots, not attributes: uvicorn's protocol keeps its state in an instance dict that these
     # would make grow past its size (1.6 KB more per connection, measured).
-    __slots__ = ("_header_bytes", "_awaiting_headers", "_requests_read", "_header_deadline", "_limits")
+    __slots__ = (
+        "_unserved_bytes",
+        "_awaiting_headers",
+        "_requests_read",
+        "_deadline",
+        "_write_deadline",
+        "_paused_at",
+        "_extensions",
+        "_limits",
+    )
 
     def __init__(
         self,
@@ -88,66 +161,133 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         _loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         super().__init__(config, server_state, app_state, _loop)
-        self._limits = header_limits(config)  # one tuple per Config, shared by its connections
-        self._header_bytes = 0
+        self._limits = connection_limits(config)  # one per Config, shared by its connections
+        # Bytes taken while no request is served: header bytes, or the body of an answered request.
+        self._unserved_bytes = 0
         self._awaiting_headers = True
         self._requests_read = 0
-        self._header_deadline: asyncio.TimerHandle | None = None
+        # While no request is served: the time its headers have, or the keep-alive after an answer.
+        self._deadline: asyncio.TimerHandle | None = None
+        self._write_deadline: asyncio.TimerHandle | None = None  # while the client takes nothing
+        self._paused_at = 0.0
+        self._extensions: dict[str, dict[object, object]] | None = None  # its requests' scope["extensions"]
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._start_header_deadline()
+        if len(self.connections) > self._limits.max_connections:
+            self._refuse(503, f"The server holds its limit of {self._limits.max_connections} connections.")
+            return
+        self._start_deadline(self._limits.header_timeout)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._stop_header_deadline()
+        self._stop_deadline()
+        self._stop_write_deadline()
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         awaiting, requests_read = self._awaiting_headers, self._requests_read
-        if awaiting and self._header_deadline is None:
-            self._start_header_deadline()  # the first byte of a request on a kept-alive connection
+        # The body of a request whose answer is out: it must not put off the deadline that runs from the answer.
+        cycle = self.cycle
+        unasked = not awaiting and cycle is not None and cycle.response_complete
+        if awaiting and self._deadline is None:
+            self._start_deadline(self._limits.header_timeout)  # the first byte of a request on a kept-alive connection
         super().data_received(data)
-        # Only a read that was header bytes from start to end counts.
-        if (
-            awaiting
-            and self._awaiting_headers
-            and requests_read == self._requests_read
-            and not self.transport.is_closing()
-        ):
-            self._header_bytes += len(data)
-            max_header_bytes = self._limits[0]
-            if self._header_bytes > max_header_bytes:
+        # Only a read that was header bytes (or unasked body bytes) from start to end counts.
+        if requests_read != self._requests_read or self.transport.is_closing():
+            return
+        if awaiting and self._awaiting_headers:
+            self._unserved_bytes += len(data)
+            max_header_bytes = self._limits.max_header_bytes
+            if self._unserved_bytes > max_header_bytes:
                 self._refuse(431, f"The request's headers are larger than {max_header_bytes} bytes.")
+        elif unasked:
+            self._unserved_bytes += len(data)
+            if self._unserved_bytes > self._limits.max_unread_body_bytes:
+                self.transport.close()  # not read on: its answer is out, and nobody asked for the rest
 
     def on_headers_complete(self) -> None:
         self._awaiting_headers = False
-        self._header_bytes = 0
-        self._stop_header_deadline()
+        self._unserved_bytes = 0
+        self._stop_deadline()
+        ours = self._extensions
+        if ours is None:
+            # One per connection, made for its first request (none for one that never sends any),
+            # in the scope of each of its requests: nothing made per request.
+            ours = self._extensions = {ABORT_EXTENSION: {"abort": self.transport.abort}}
+        extensions = self.scope.get("extensions")
+        if extensions is None:
+            self.scope["extensions"] = ours
+        else:
+            extensions.update(ours)
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._requests_read += 1
         self._awaiting_headers = True  # the next request's headers, whenever they come
+        self._unserved_bytes = 0  # the count of an unasked body, if there was one
 
-    def _start_header_deadline(self) -> None:
-        self._header_deadline = self.loop.call_later(self._limits[1], self._headers_too_slow)
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        cycle = self.cycle
+        if cycle.more_body and cycle.response_complete and not self.transport.is_closing():
+            # Answered before its body was read: the keep-alive deadline runs from the answer,
+            # whatever comes after (uvicorn's own is put off by every byte).
+            self._start_deadline(self.timeout_keep_alive)
 
-    def _stop_header_deadline(self) -> None:
-        if self._header_deadline is not None:
-            self._header_deadline.cancel()
-            self._header_deadline = None
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._write_deadline is None:
+            self._paused_at = self.loop.time()
+            self._watch_write()
 
-    def _headers_too_slow(self) -> None:
-        self._header_deadline = None
-        if self._awaiting_headers and not self.transport.is_closing():
-            if self.cycle is not None and not self.cycle.response_complete:
-                return  # a response is still being written: its request's headers came in time
-            self._refuse(408, f"The request's headers did not arrive within {self._limits[1]:g} seconds.")
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        self._stop_write_deadline()
+
+    def _start_deadline(self, seconds: float) -> None:
+        self._stop_deadline()
+        self._deadline = self.loop.call_later(seconds, self._deadline_passed)
+
+    def _stop_deadline(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _deadline_passed(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            return  # a response is still being written: its request's headers came in time
+        if self._awaiting_headers:
+            self._refuse(408, f"The request's headers did not arrive within {self._limits.header_timeout:g} seconds.")
+        else:
+            self.transport.close()  # still sending the body of a request answered a keep-alive timeout ago
+
+    def _watch_write(self) -> None:
+        self._write_deadline = self.loop.call_later(
+            max(self.timeout_keep_alive, _MIN_WRITE_CHECK_SECONDS), self._write_stalled
+        )
+
+    def _stop_write_deadline(self) -> None:
+        if self._write_deadline is not None:
+            self._write_deadline.cancel()
+            self._write_deadline = None
+
+    def _write_stalled(self) -> None:
+        """The client has taken nothing for a while: once the server has closed the connection
+        (a response cut off, or over), nobody waits for the rest; before, the response is given
+        up at the limit of a request's time."""
+        self._write_deadline = None
+        if self.transport.is_closing() or self.loop.time() - self._paused_at >= self._limits.max_write_stall:
+            self.transport.abort()
+        else:
+            self._watch_write()
 
     def _refuse(self, status: int, message: str) -> None:
         """Answer `status` with `message`, and close the connection."""
-        self._stop_header_deadline()
+        self._stop_deadline()
         body = message.encode("ascii")
         self.transport.write(
             _REFUSALS[status]

@@ -18,6 +18,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     return {
         "log_config": log_config(settings.log_format, settings.log_level),
         "access_log": False,  # ours logs each request, with its request id, and never a query string
-        "http": BoundedHttpToolsProtocol,  # its header limits: the served app's own Settings (protocol.py)
+        "http": BoundedHttpToolsProtocol,  # its connection limits: the served app's own Settings (protocol.py)
+        "timeout_keep_alive": settings.keep_alive_timeout,  # also the deadline after an answer sent before its body
         "timeout_graceful_shutdown": int(settings.shutdown_grace) + BACKSTOP_SECONDS,
     }

@@ -10,17 +10,24 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+import uvicorn
 
+from sentient_assist.server.protocol import BoundedHttpToolsProtocol
 from tests.support.server import RunningServer, free_port, running_command, running_server
 from tests.support.sse import new_body, read_stream
 
 SCRIPTED = "tests.support.agents:ScriptedAgent"
+FLOOD = "tests.server.hostile_agents:Flood"
+# glibc gives blocks of 64 KiB and more back to the system when they are freed (by default it
+# keeps them for reuse): the server's RSS is then what it holds, not what it once held.
+RSS_IS_WHAT_IS_HELD = {"MALLOC_MMAP_THRESHOLD_": "65536"}
 
 
 def rss_mb(server: RunningServer) -> float:
@@ -30,9 +37,72 @@ def rss_mb(server: RunningServer) -> float:
     raise AssertionError("no VmRSS")
 
 
+def open_fds(server: RunningServer) -> int:
+    return len(os.listdir(f"/proc/{server.process.pid}/fd"))
+
+
 def connect(server: RunningServer) -> socket.socket:
     host, port = server.url.removeprefix("http://").split(":")
     return socket.create_connection((host, int(port)), timeout=10)
+
+
+def non_reader(server: RunningServer) -> socket.socket:
+    """A connection whose client reads nothing: its receive buffer small, set before the handshake."""
+    host, port = server.url.removeprefix("http://").split(":")
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.settimeout(10)
+    sock.connect((host, int(port)))
+    return sock
+
+
+def wait_for(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def closed_within(sock: socket.socket, seconds: float) -> bool:
+    """Whether the server closes `sock` within `seconds`; what it sends till then is read and dropped."""
+    deadline = time.monotonic() + seconds
+    try:
+        while True:
+            sock.settimeout(max(deadline - time.monotonic(), 0.01))  # one look at least
+            if not sock.recv(1 << 16):
+                return True
+    except TimeoutError:
+        return False
+    except OSError:
+        return True  # reset: closed with bytes of ours unread
+
+
+def answer_of(sock: socket.socket, seconds: float = 5) -> bytes:
+    """All the server sends on `sock` until it closes it (or `seconds` pass)."""
+    sock.settimeout(seconds)
+    received = b""
+    try:
+        while chunk := sock.recv(1 << 16):
+            received += chunk
+    except OSError:
+        pass  # reset, or the time is up
+    return received
+
+
+def blast(sock: socket.socket, seconds: float, chunk: bytes = b"x" * 65536) -> int:
+    """Send `chunk` after `chunk` for `seconds`, or until the server closes the connection: the bytes it took."""
+    sent, deadline = 0, time.monotonic() + seconds
+    sock.settimeout(0.2)
+    while time.monotonic() < deadline:
+        try:
+            sent += sock.send(chunk)
+        except TimeoutError:
+            continue  # the socket buffers are full: nobody reads
+        except OSError:
+            break  # closed
+    return sent
 
 
 def request_head(body_length: int) -> bytes:
@@ -64,6 +134,7 @@ def guarded() -> Iterator[RunningServer]:
         "ASSIST_HEADER_TIMEOUT": "1",
         "ASSIST_BODY_TIMEOUT": "1",
         "ASSIST_REQUEST_TIMEOUT": "2",
+        "ASSIST_KEEP_ALIVE_TIMEOUT": "1",
         "ASSIST_LOG_LEVEL": "warning",
     }
     with running_server(env) as server:
@@ -204,3 +275,192 @@ def test_the_header_limits_are_settings(tmp_path):
         [sys.executable, "-m", "app", "serve", "--port", "1"], env=env, capture_output=True, text=True, timeout=30
     )
     assert result.returncode == 2 and "ASSIST_MAX_HEADER_BYTES" in result.stderr
+
+
+# Issue 23: what one client could make the service hold (connections, unsent bytes, refused bodies).
+
+
+def test_a_body_sent_after_its_answer_does_not_keep_the_connection_open(guarded):
+    # Answered on its headers alone (as a 401 or a 413 is), a request whose body then comes, whole
+    # or in a trickle, is closed within the keep-alive timeout (1 s here) of its answer.
+    before = open_fds(guarded)
+    socks = [connect(guarded) for _ in range(100)]
+    for sock in socks:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n")
+    assert [status_of(sock) for sock in socks] == [200] * 100
+    answered = time.monotonic()
+    whole, trickling = socks[:50], socks[50:]
+    for sock in whole:
+        sock.sendall(b"x" * 100)  # then nothing
+    for sock in trickling:
+        sock.sendall(b"x" * 50)
+    for _ in range(10):  # a byte every 0.2 s: each used to put the keep-alive timeout off
+        time.sleep(0.2)
+        for sock in trickling:
+            try:
+                sock.sendall(b"x")
+            except OSError:
+                pass  # closed already
+    deadline = answered + 3.5  # the trickle's 2 s, and the keep-alive timeout since the last byte
+    closed = [closed_within(sock, deadline - time.monotonic()) for sock in socks]
+    assert closed == [True] * 100, f"{closed.count(False)} connections still open"
+    assert wait_for(lambda: open_fds(guarded) <= before + 2, 2), (before, open_fds(guarded))
+    for sock in socks:
+        sock.close()
+
+
+def test_a_body_nobody_reads_is_not_read_past_the_body_limit(guarded):
+    sock = connect(guarded)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: test\r\nContent-Length: 100000000000\r\n\r\n")
+    assert status_of(sock) == 200
+    taken = blast(sock, 2)
+    # ASSIST_MAX_BODY_BYTES (1 MiB) read and dropped, and what the kernels' socket buffers took.
+    assert taken < 20_000_000, f"{taken} bytes of a body nobody asked for were taken"
+    assert closed_within(sock, 1)
+    sock.close()
+
+
+def test_connections_past_the_limit_are_answered_503_and_closed():
+    env = {"ASSIST_AGENT": SCRIPTED, "ASSIST_MAX_CONNECTIONS": "20", "ASSIST_HEADER_TIMEOUT": "10"}
+    with running_server({**env, "ASSIST_LOG_LEVEL": "warning"}) as server:
+        time.sleep(0.2)  # the start-up probes' connections are gone
+        before = open_fds(server)
+        held = [connect(server) for _ in range(20)]  # idle: each holds its place until its header deadline
+        time.sleep(0.3)
+        refused = [connect(server) for _ in range(40)]
+        started = time.monotonic()
+        answers = [answer_of(sock, 2) for sock in refused]
+        assert time.monotonic() - started < 3, "the connections past the limit were held, not closed"
+        assert all(answer.startswith(b"HTTP/1.1 503 ") for answer in answers), answers[0][:80]
+        assert b"connection: close" in answers[0] and b"retry-after: 1" in answers[0]
+        assert open_fds(server) <= before + 20 + 1
+        for sock in held + refused:
+            sock.close()
+        time.sleep(0.3)
+        assert read_stream(server.url, new_body("session")).status == 200
+
+
+def test_streams_cut_off_at_the_time_limit_are_aborted_and_their_unsent_bytes_dropped():
+    env = {"ASSIST_AGENT": FLOOD, "ASSIST_REQUEST_TIMEOUT": "1", "ASSIST_LOG_LEVEL": "warning", **RSS_IS_WHAT_IS_HELD}
+    body = json.dumps(new_body("1000000")).encode()  # an answer in chunks of 1 MB, as fast as it is taken
+    with running_server(env) as server:
+        time.sleep(0.2)  # the start-up probes' connections are gone
+        fds, rss = open_fds(server), rss_mb(server)
+        clients = [non_reader(server) for _ in range(20)]
+        for sock in clients:
+            sock.sendall(request_head(len(body)) + body)
+        sent, seen = time.monotonic(), [fds]
+
+        def all_closed() -> bool:
+            seen.append(open_fds(server))
+            return max(seen) >= fds + 10 and seen[-1] <= fds + 1
+
+        # Each stream is cut off a second after its time limit (its writer still blocked), and
+        # its connection aborted then, not closed once its unsent bytes are taken: they never are.
+        assert wait_for(all_closed, 8), (fds, max(seen), seen[-1])
+        assert time.monotonic() - sent < 8
+        assert rss_mb(server) - rss < 10, (rss, rss_mb(server))
+        for sock in clients:
+            assert closed_within(sock, 5)  # what the kernels held, then the end
+            sock.close()
+        assert "cut off" in server.log()
+
+
+def test_streams_whose_clients_do_not_read_are_aborted_at_the_end_of_the_shutdown_grace():
+    env = {"ASSIST_AGENT": FLOOD, "ASSIST_SHUTDOWN_GRACE": "1", "ASSIST_LOG_LEVEL": "warning"}
+    body = json.dumps(new_body("1000000")).encode()
+    with running_server(env) as server:
+        time.sleep(0.2)  # the start-up probes' connections are gone
+        fds = open_fds(server)
+        clients = [non_reader(server) for _ in range(20)]
+        for sock in clients:
+            sock.sendall(request_head(len(body)) + body)
+        assert wait_for(lambda: open_fds(server) >= fds + 19, 8)  # the streams open, their writers blocked
+        time.sleep(0.5)
+        signalled = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        # The grace (1 s), the cut-off a second later, and the exit: uvicorn waits for every
+        # connection to close, up to its own backstop (the grace and 5 s) that it used to reach.
+        assert server.process.wait(timeout=15) in (0, -signal.SIGTERM)
+        assert time.monotonic() - signalled < 4.5
+        log = server.log()
+        for sock in clients:
+            sock.close()
+    assert "cut off" in log and "Traceback" not in log
+
+
+def test_a_response_its_client_takes_nothing_of_is_given_up_at_the_time_limit(guarded):
+    before = open_fds(guarded)
+    sock = non_reader(guarded)
+    # 8 x 1.5 MB of Swagger UI's script, more than the socket buffers hold, never read.
+    sock.sendall(b"GET /docs/swagger-ui/swagger-ui-bundle.js HTTP/1.1\r\nHost: test\r\n\r\n" * 8)
+    assert wait_for(lambda: open_fds(guarded) >= before + 1, 1)  # the connection (and the file it sends)
+    started = time.monotonic()
+    assert wait_for(lambda: open_fds(guarded) <= before, 6), "the connection is still open"
+    assert time.monotonic() - started > 1  # not before ASSIST_REQUEST_TIMEOUT (2 s) of taking nothing
+    assert closed_within(sock, 5)
+    sock.close()
+
+
+def test_a_refused_body_is_not_read_on(guarded):
+    # 413 on the declared length, before a byte of the body is read: then no more is.
+    declared = connect(guarded)
+    declared.sendall(request_head(100_000_000_000))
+    taken = blast(declared, 2)
+    assert taken < 20_000_000, f"{taken} bytes of a refused body were taken"  # the socket buffers'
+    answer = answer_of(declared)
+    assert answer.startswith(b"HTTP/1.1 413 ") and b"connection: close" in answer
+    declared.close()
+
+    # 413 counted as a chunked body arrives: past ASSIST_MAX_BODY_BYTES (1 MiB), no more is read.
+    chunked = connect(guarded)
+    chunked.sendall(
+        b"POST /assist HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    taken = blast(chunked, 2, b"10000\r\n" + b"x" * 65536 + b"\r\n")
+    assert taken < 20_000_000, f"{taken} bytes of a refused body were taken"
+    answer = answer_of(chunked)
+    assert answer.startswith(b"HTTP/1.1 413 ") and b"connection: close" in answer
+    chunked.close()
+
+    # 408 for a body that trickles past ASSIST_BODY_TIMEOUT (1 s): closed after the answer.
+    slow = connect(guarded)
+    slow.sendall(request_head(1000) + b'{"query": ')
+    head = slow.recv(1 << 16)
+    assert head.startswith(b"HTTP/1.1 408 ") and b"connection: close" in head
+    assert closed_within(slow, 0.5)
+    slow.close()
+
+
+async def gives_up_mid_answer(scope, receive, send) -> None:
+    """An ASGI app that writes 20 MB of its answer at once, then returns without finishing it."""
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"x" * 20_000_000, "more_body": True})
+
+
+def test_a_connection_closed_with_bytes_its_client_does_not_take_is_aborted_at_the_keep_alive_timeout():
+    # uvicorn closes the connection of an answer left unfinished once it has flushed it: for ever,
+    # to a client that does not read. The protocol aborts it a keep-alive timeout later.
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(
+        gives_up_mid_answer, http=BoundedHttpToolsProtocol, lifespan="off", log_config=None, timeout_keep_alive=1
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        assert wait_for(lambda: server.started, 10)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(listener.getsockname())
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+        assert wait_for(lambda: bool(server.server_state.connections), 2)
+        assert wait_for(lambda: not server.server_state.connections, 4), "the connection is still open"
+        received = len(answer_of(sock))  # what the kernels held, then the end
+        assert received < 10_000_000
+        sock.close()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        listener.close()

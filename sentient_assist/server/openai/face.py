@@ -310,7 +310,7 @@ class CompletionResponse(Response):
         except asyncio.CancelledError:
             if not run.cut_off:
                 raise
-            survive_cut_off("completion", self.stats.request_id)  # the client did not take the answer
+            survive_cut_off("completion", self.stats.request_id, scope)  # the client did not take the answer
         finally:
             run.reader_left()
             metrics.observe_stream(self.stats)
