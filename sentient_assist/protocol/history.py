@@ -1,5 +1,6 @@
 """A conversation as the wire knows it: Message, and the conversions between a session's
-interactions and messages (docs/protocol.md, "A turn of history"). No I/O.
+interactions and messages (docs/protocol.md, "A turn of history"); and `History`, a
+session's past turns as a request brought them, kept compact until they are read. No I/O.
 
 The facade sends messages as a session's interactions; agents (LLM agents, orchestration)
 read a session's interactions back as messages.
@@ -7,22 +8,38 @@ read a session's interactions back as messages.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Literal
+import gc
+import marshal
+import operator
+import threading
+from array import array
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from itertools import accumulate
+from typing import Annotated, Any, Literal, overload
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidatorFunctionWrapHandler, WrapValidator
+from pydantic_core import SchemaValidator, core_schema
 from ulid import ULID
 
+from sentient_assist.protocol import events as _events
+from sentient_assist.protocol import ulid as _ulid
 from sentient_assist.protocol.conventions import FINAL_RESPONSE, THINKING
 from sentient_assist.protocol.events import DoneEvent, ResponseEventAdapter, TextBlockEvent, TextChunkEvent
 from sentient_assist.protocol.request import (
+    HISTORY_CHECK,
     AssistRequest,
     AssistRequestContent,
     AssistRequestContentPart,
     AssistRequestContentParts,
     Interaction,
+    Request,
     RequestMessage,
     ResponseMessage,
+    _check_event_sizes,
+    fresh_ulid_str,
+    fresh_ulid_strs,
+    ulid_of_valid,
 )
 
 
@@ -102,3 +119,282 @@ def _events_for_text(text: str, source: str) -> list[dict[str, Any]]:
     )
     events = (answer, answer.closing_chunk(), DoneEvent(source=source))
     return [ResponseEventAdapter.dump_python(event, mode="json") for event in events]
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """The cyclic garbage collector held off while a history is parsed, checked or built:
+    tens of thousands of objects that all live on while it runs, which the collector would
+    otherwise go through again and again (a 1 MB history: over 150 collections, one or two
+    of them of the whole heap, more CPU than the work itself). It runs as usual afterwards;
+    nothing here makes a reference cycle."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+class History(Sequence[Interaction]):
+    """A session's past turns, validated, kept compact: each turn one `marshal` record of
+    what describes it (for /assist, the turn as the request's JSON had it), all in one bytes
+    object, rather than as the models it makes (a 1 MB history of 8,500 turns is about 1 MB
+    here, against 27 MB of models). A turn's models are built when it is read (`history[i]`,
+    a slice, iteration), by `build`, and belong to whoever reads them: nothing is kept here.
+    runtime/session.py's `Interactions` is what an agent gets, and keeps what it read."""
+
+    __slots__ = ("_records", "_offsets", "_build", "__weakref__")
+
+    # Turns built at a time when a history is iterated: a reader that keeps none holds few.
+    ITERATION_CHUNK = 256
+
+    def __init__(self, turns: Iterable[Any], build: Callable[[list[Any]], list[Interaction]]) -> None:
+        with collector_paused():
+            records = [marshal.dumps(turn) for turn in turns]
+        self._offsets = array("I", accumulate(map(len, records), initial=0))
+        self._records = b"".join(records)
+        self._build = build
+
+    @property
+    def nbytes(self) -> int:
+        """What it holds: its records and their offsets."""
+        return len(self._records) + self._offsets.itemsize * len(self._offsets)
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def records(self, start: int, stop: int) -> list[Any]:
+        """The records of turns `start` to `stop` (not included), as `turns` gave them."""
+        view, offsets = memoryview(self._records), self._offsets
+        return [marshal.loads(view[offsets[i] : offsets[i + 1]]) for i in range(start, stop)]
+
+    def build(self, start: int = 0, stop: int | None = None) -> list[Interaction]:
+        """New models of turns `start` to `stop` (default: the last), in one pass."""
+        stop = len(self) if stop is None else stop
+        if start >= stop:
+            return []
+        with collector_paused():
+            return self._build(self.records(start, stop))
+
+    @overload
+    def __getitem__(self, index: int) -> Interaction: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Interaction]: ...
+
+    def __getitem__(self, index: int | slice) -> Interaction | list[Interaction]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step == 1:
+                return self.build(start, max(start, stop))
+            return [self[i] for i in range(start, stop, step)]
+        position = operator.index(index)
+        if position < 0:
+            position += len(self)
+        if not 0 <= position < len(self):
+            raise IndexError("history index out of range")
+        return self.build(position, position + 1)[0]
+
+    def __iter__(self) -> Iterator[Interaction]:
+        for start in range(0, len(self), self.ITERATION_CHUNK):
+            yield from self.build(start, min(len(self), start + self.ITERATION_CHUNK))
+
+    def __repr__(self) -> str:
+        return f"<History of {len(self)} turns in {self.nbytes} bytes>"
+
+
+# Building a history's models from JSON already checked (HISTORY_CHECK), in Rust: the models'
+# own schema, with each Python check that has already been made left out, a ULID decoded
+# without python-ulid's Python loop, and fresh ids for what came without one (an answer's
+# given before the build, a run of them at once: `_give_ids`). A function the models gain
+# that is not known here stops the first build (`TypeError`) rather than being skipped.
+def _event_id_of_valid(value: str | None) -> str:
+    return fresh_ulid_str() if value is None else value.upper()
+
+
+def _stamp_root_request_id(request: AssistRequest) -> AssistRequest:
+    if request.__dict__["root_request_id"] is None:
+        request.__dict__["root_request_id"] = request.__dict__["id"]
+        request.__pydantic_fields_set__.add("root_request_id")
+    return request
+
+
+def _trusted_functions() -> dict[Any, Any]:
+    """Each Python function of the models' validation, and what the build does instead
+    (None: nothing; its schema is used as it is)."""
+    stamp = AssistRequest.__pydantic_decorators__.model_validators["_stamp_root_request_id"].func
+    return {
+        _ulid._to_ulid: ulid_of_valid,
+        _ulid._to_event_id: _event_id_of_valid,
+        _ulid._to_ulid_str: str.upper,
+        _check_event_sizes: None,
+        _events._check_metadata: None,
+        stamp: _stamp_root_request_id,
+    }
+
+
+def _trusting(node: Any, functions: dict[Any, Any], classes: set[type]) -> Any:
+    if isinstance(node, list):
+        return [_trusting(item, functions, classes) for item in node]
+    if not isinstance(node, dict):
+        return node
+    kind = node.get("type")
+    if kind in ("model", "dataclass") and "__pydantic_complete__" in vars(node["cls"]):
+        classes.add(node["cls"])
+    function = node.get("function")
+    if kind in ("function-plain", "function-before", "function-after", "function-wrap") and isinstance(function, dict):
+        original = function["function"]
+        if original not in functions:
+            raise TypeError(f"the history build does not know {original!r}: give it its twin in {__name__}")
+        replacement = functions[original]
+        if replacement is None:
+            return _trusting(node["schema"], functions, classes)
+        node = {**node, "function": {"type": "no-info", "function": replacement}}
+    return {
+        key: value if key == "serialization" else _trusting(value, functions, classes) for key, value in node.items()
+    }
+
+
+_trusted: dict[type[BaseModel], SchemaValidator] = {}
+_trusted_lock = threading.Lock()
+
+
+def _trusted_validator(model: type[BaseModel] = Interaction) -> SchemaValidator:
+    """The build of a list of `model` (Interaction, or ResponseMessage: a turn's answers)."""
+    with _trusted_lock:
+        validator = _trusted.get(model)
+        if validator is None:
+            classes: set[type] = set()
+            schema = _trusting(model.__pydantic_core_schema__, _trusted_functions(), classes)
+            # pydantic-core reuses a model's own validator for a nested model of a complete
+            # class; marked incomplete while this one is made, each model is built from `schema`.
+            for cls in classes:
+                type.__setattr__(cls, "__pydantic_complete__", False)
+            try:
+                validator = _trusted[model] = SchemaValidator(core_schema.list_schema(schema))
+            finally:
+                for cls in classes:
+                    type.__setattr__(cls, "__pydantic_complete__", True)
+        return validator
+
+
+# Made as the module is imported (a few ms): before any thread may use the models, and so
+# that a function of theirs the build does not know stops the import, not a request.
+_trusted_validator(Interaction)
+_trusted_validator(ResponseMessage)
+
+# Ids a build makes at a time, at most, for the answers that came without one.
+_IDS_PER_BUILD = 1 << 20
+
+
+def _give_ids(responses: Iterable[Any], next_id: Callable[[], str] | None = None) -> Callable[[], str] | None:
+    """Fresh ids, made in one run, for the answers (as the JSON had them) that came without one."""
+    for response in responses:
+        if isinstance(response, dict):
+            event = response["event"]
+            if event.get("id") is None:
+                next_id = next_id or fresh_ulid_strs(_IDS_PER_BUILD)
+                event["id"] = next_id()
+    return next_id
+
+
+def interactions_of_valid(turns: list[Any]) -> list[Interaction]:
+    """The models of past turns as a request's JSON has them, once HISTORY_CHECK has passed
+    them: what `list[Interaction]` would make of them, at a fraction of the cost. `turns`
+    are the build's own (they are given the ids their answers lack); a turn's answers may be
+    models already (`responses_of_valid`), taken as they are."""
+    next_id = None
+    for turn in turns:
+        next_id = _give_ids(turn.get("responses", ()), next_id)
+    with collector_paused():
+        built: list[Interaction] = _trusted_validator().validate_python(turns)
+    return built
+
+
+def responses_of_valid(responses: list[Any]) -> list[ResponseMessage]:
+    """The models of a past turn's answers, as `interactions_of_valid` makes them: a long
+    turn can be built a part at a time."""
+    _give_ids(responses)
+    with collector_paused():
+        built: list[ResponseMessage] = _trusted_validator(ResponseMessage).validate_python(responses)
+    return built
+
+
+def last_turn_in_steps(history: History, answers: int) -> Iterator[Interaction | None]:
+    """The last turn of a history a request brought (`keep_history_compact`), built `answers`
+    answers at a time: None after each part, then the turn. Nothing for a turn of `answers`
+    or fewer, which is cheap to build when it is read."""
+    if not history:
+        return
+    [turn] = history.records(len(history) - 1, len(history))
+    responses = turn.get("responses")
+    if not isinstance(responses, list) or len(responses) <= answers:
+        return
+    built: list[Any] = []
+    for start in range(0, len(responses), answers):
+        built += responses_of_valid(responses[start : start + answers])
+        yield None
+    yield interactions_of_valid([{**turn, "responses": built}])[0]
+
+
+# /assist's body: a `Request`, its history checked by HISTORY_CHECK and kept as a History.
+def _placeholders() -> tuple[Interaction, ResponseMessage]:
+    turn = Interaction.model_validate(
+        {"request": {"event": {"chatId": str(ULID()), "content": {"request_payload": {"parts": []}}}}}
+    )
+    return turn, ResponseMessage(event=DoneEvent(source="placeholder"))
+
+
+_TURN, _RESPONSE = _placeholders()
+
+
+def _as_checked(value: dict[str, Any], session: dict[str, Any], turns: list[Any], errors: list[Any]) -> dict[str, Any]:
+    """The body with every turn HISTORY_CHECK found valid, and every answer of the first bad
+    turn it found valid, swapped for a valid model (which the models take as it is), lists
+    kept at their lengths: the models report the same errors for it as for the whole body
+    (a list stops at its first bad item), for the cost of one turn and one event."""
+    first, answer = None, None
+    for error in errors:
+        loc = error["loc"]
+        if loc and isinstance(loc[0], int):
+            first = loc[0]
+            if len(loc) > 2 and loc[1] == "responses" and isinstance(loc[2], int):
+                answer = loc[2]
+    checked: list[Any] = [_TURN] * len(turns)
+    if first is not None:
+        turn = turns[first]
+        responses = turn.get("responses") if isinstance(turn, dict) else None
+        if isinstance(responses, list):
+            kept: list[Any] = [_RESPONSE] * len(responses)
+            if answer is not None:
+                kept[answer] = responses[answer]
+            turn = {**turn, "responses": kept}
+        checked[first] = turn
+    return {**value, "session": {**session, "interactions": checked}}
+
+
+def keep_history_compact(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """/assist's body as `Request` validates it, same answer and same errors, with its
+    session's history checked by HISTORY_CHECK (no models built) and kept as a `History`."""
+    session = value.get("session") if isinstance(value, dict) else None
+    turns = session.get("interactions") if isinstance(session, dict) else None
+    if not isinstance(turns, list) or not turns:
+        return handler(value)
+    assert isinstance(value, dict) and isinstance(session, dict)
+    with collector_paused():
+        try:
+            HISTORY_CHECK.validate_python(turns)
+        except ValidationError as problems:
+            errors = problems.errors(include_url=False, include_context=False, include_input=False)
+            handler(_as_checked(value, session, turns, errors))  # raises the models' own errors
+            return handler(value)  # only if HISTORY_CHECK and the models disagree: the models' answer
+        body = handler({**value, "session": {**session, "interactions": []}})
+        assert isinstance(body, Request) and body.session is not None
+        body.session.__dict__["interactions"] = History(turns, interactions_of_valid)
+    return body
+
+
+CompactRequest = Annotated[Request, WrapValidator(keep_history_compact)]

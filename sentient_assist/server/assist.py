@@ -6,19 +6,33 @@
 
 The first three are checked before FastAPI reads the body, so a client without a key
 never holds a stream's place, and none can make the service read more than the limit.
+
+The body's history is checked without building its models, and kept compact
+(sentient_assist/protocol/history.py): the models of a past turn are built only if the agent
+reads it. What the histories of all open streams hold together is bounded by
+ASSIST_MAX_HISTORY_BYTES_TOTAL (`HistoryBudget`: past it, 503).
 """
 
 from __future__ import annotations
 
+import asyncio
+import email.message
+import json
+import threading
+import weakref
+from collections.abc import Callable, Coroutine
+from contextvars import ContextVar
 from typing import Any
 
-from fastapi import APIRouter, Request, Security
+import orjson
+from fastapi import APIRouter, HTTPException, Request, Security
 from fastapi.params import Depends
 from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from sentient_assist.protocol.request import Request as AssistBody
+from sentient_assist.protocol.history import CompactRequest, History, collector_paused, last_turn_in_steps
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.pauses import PauseSealer, sealer_for
 from sentient_assist.runtime.run import RunStats
@@ -26,7 +40,7 @@ from sentient_assist.runtime.session import Session
 from sentient_assist.server import metrics
 from sentient_assist.server.auth import BEARER_SCHEME, BearerKeys
 from sentient_assist.server.event_stream import MEDIA_TYPE, EventStream
-from sentient_assist.server.limits import LimitedBody, StreamGate
+from sentient_assist.server.limits import RETRY_AFTER_SECONDS, LimitedBody, StreamGate
 from sentient_assist.server.open_streams import OpenStreams
 from sentient_assist.server.request_id import request_id_of
 from sentient_assist.server.settings import Settings
@@ -54,10 +68,70 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"description": "The body is not text in UTF-8, -16 or -32, or nests past the parser's limits."},
     401: {"description": "ASSIST_API_KEYS is set and the request has no valid `Authorization: Bearer` key."},
     408: {"description": "The body did not arrive in full within ASSIST_BODY_TIMEOUT seconds."},
-    413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES."},
+    413: {
+        "description": "The body is larger than ASSIST_MAX_BODY_BYTES, or its history alone takes more than"
+        " ASSIST_MAX_HISTORY_BYTES_TOTAL."
+    },
     422: {"description": "The body is not a valid request; `detail` names each bad field."},
-    503: {"description": "At ASSIST_MAX_STREAMS, or shutting down; see `Retry-After`."},
+    503: {
+        "description": "At ASSIST_MAX_STREAMS, or the open streams' histories at ASSIST_MAX_HISTORY_BYTES_TOTAL,"
+        " or shutting down; see `Retry-After`."
+    },
 }
+HISTORY_SETTING = "ASSIST_MAX_HISTORY_BYTES_TOTAL"
+# A history's last turn of more answers than this is built before its run starts, this many
+# answers at a time (a few ms each), other streams served between: the run reads that turn
+# before the agent starts (runtime/pauses.py, for a pause to resume), and built at once a turn
+# of 18,000 answers would hold every other stream up for the 50 ms or more it takes.
+ANSWERS_PER_STEP = 1000
+
+
+class HistoryBudget:
+    """What the histories of a service's open streams hold together (their compact bytes,
+    `History.nbytes`), up to ASSIST_MAX_HISTORY_BYTES_TOTAL. A history is counted from the
+    moment its stream is admitted until it is freed (the stream has ended and nothing holds
+    it): what is counted is what is held. Past the limit a request with a history gets a 503
+    naming the setting, with `Retry-After`; a history larger than the limit by itself, a 413."""
+
+    __slots__ = ("limit", "held", "_lock")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.held = 0
+        self._lock = threading.Lock()
+
+    def hold(self, history: History) -> None:
+        """Count `history` until it is freed, or raise the 503 (413) that says why not."""
+        size = history.nbytes
+        if size > self.limit:
+            raise HTTPException(
+                413, f"the request's history takes {size} bytes, more than {HISTORY_SETTING} ({self.limit} bytes)"
+            )
+        with self._lock:
+            if self.held + size > self.limit:
+                raise HTTPException(
+                    503,
+                    f"the histories of the open streams are at {HISTORY_SETTING} ({self.limit} bytes); retry shortly",
+                    {"Retry-After": RETRY_AFTER_SECONDS},
+                )
+            self.held += size
+        weakref.finalize(history, self._free, size)
+
+    def _free(self, size: int) -> None:
+        with self._lock:
+            self.held -= size
+
+
+# The budget of the service whose route admitted the request being answered (set by
+# `Assist.admit`): the OpenAI face's conversation_of counts the history it makes in it.
+CURRENT_HISTORY_BUDGET: ContextVar[HistoryBudget | None] = ContextVar("assist_history_budget", default=None)
+
+
+def hold_history(history: History) -> None:
+    """Count `history` in the budget of the request being answered, if it has one."""
+    budget = CURRENT_HISTORY_BUDGET.get()
+    if budget is not None:
+        budget.hold(history)
 
 
 class Assist:
@@ -74,6 +148,7 @@ class Assist:
             ping_interval=settings.ping_interval, time_limit=settings.request_timeout, grace=settings.shutdown_grace
         )
         self.sealer = service_sealer(settings)
+        self.histories = HistoryBudget(settings.max_history_bytes_total)
 
     def admit(self, headers: Headers, receive: Receive) -> LimitedBody:
         """What a request that runs the agent passes before its body is read: the key (401),
@@ -85,6 +160,7 @@ class Assist:
         body = LimitedBody(receive, self.max_body_bytes, self.body_timeout)
         body.check_declared(headers)
         self.gate.enter()
+        CURRENT_HISTORY_BUDGET.set(self.histories)
         return body
 
     def router(self) -> APIRouter:
@@ -108,17 +184,26 @@ class Assist:
         )
         return router
 
-    async def endpoint(self, request: Request, body: AssistBody) -> EventStream:
+    async def endpoint(self, request: Request, body: CompactRequest) -> EventStream:
         """The agent's answer to the query, streamed as Server-Sent Events."""
+        history = body.session.interactions if body.session is not None else None
+        if isinstance(history, History):
+            self.histories.hold(history)
         agent = self.agent
         stats = RunStats(request_id_of(request))
         setattr(request.state, STATE_AGENT, agent.name)
         setattr(request.state, STATE_STATS, stats)
         session = Session(body.session) if body.session is not None else Session.new(agent.name)
         # The request object lives as long as the stream; the bytes and the JSON it cached on
-        # the way to `body` are not needed again: the run holds the models it uses.
+        # the way to `body` are not needed again: the run holds the session, its history compact.
         vars(request).pop("_json", None)
         vars(request).pop("_body", None)
+        if isinstance(history, History):
+            for last in last_turn_in_steps(history, ANSWERS_PER_STEP):
+                if last is None:
+                    await asyncio.sleep(0)  # the other streams' turn
+                else:
+                    session.lend(len(history) - 1, last)
         return EventStream(agent, session, body.query, stats, self.streams, sealer=self.sealer)
 
 
@@ -134,6 +219,32 @@ class AssistRoute(APIRoute):
     it. Everything else is FastAPI's own: middleware, dependencies, exception handlers and
     the OpenAPI schema apply as to any path operation."""
 
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def read_json_with_the_collector_paused(request: Request) -> Response:
+            # FastAPI reads a JSON body with `await request.json()` (json.loads, cached by the
+            # request). Read here first into the same objects (`json_of`), with the garbage
+            # collector paused (protocol/history.py): a 1 MB history is 100,000 objects, and
+            # the collections its parse would set off cost more than the parse. A body FastAPI
+            # would not read as JSON, or that json.loads refuses, is left to FastAPI to answer for.
+            if _is_json(request.headers.get("content-type")):
+                try:
+                    raw = await request.body()
+                except HTTPException:
+                    raise
+                except Exception:
+                    return await handler(request)
+                if raw:
+                    try:
+                        with collector_paused():
+                            vars(request)["_json"] = json_of(raw)
+                    except Exception:
+                        pass
+            return await handler(request)
+
+        return read_json_with_the_collector_paused
+
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["method"] not in (self.methods or ()):
             await super().handle(scope, receive, send)  # FastAPI's 405
@@ -144,3 +255,33 @@ class AssistRoute(APIRoute):
             await super().handle(scope, body, send)
         finally:
             assist.gate.leave()
+
+
+def _is_json(content_type: str | None) -> bool:
+    """Whether FastAPI reads a body of this content type as JSON (its own test)."""
+    if not content_type:
+        return False
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+# orjson reads an integer past 64 bits as a float, where json.loads keeps it whole: a run of
+# 19 digits or more, found as 19 zeros once every digit is a zero (in C: a regular expression
+# takes 10 times as long).
+_DIGITS_AS_ZEROS = bytes.maketrans(b"0123456789", b"0" * 10)
+_LONG_NUMBER = b"0" * 19
+
+
+def json_of(raw: bytes) -> Any:
+    """`json.loads(raw)`, as Starlette's `request.json()` reads a body, in about half the
+    time when orjson can tell: it refuses what json.loads reads otherwise (NaN, a lone
+    surrogate, a BOM, UTF-16, nesting past 1,024, a float past its range), and a run of 19
+    digits, where it would read an integer other than json.loads does, is left to json.loads."""
+    if raw.translate(_DIGITS_AS_ZEROS).find(_LONG_NUMBER) < 0:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)

@@ -40,12 +40,23 @@ class Settings(BaseSettings):
     )
     max_streams: int = Field(1000, ge=1, description="Concurrent /assist streams before 503.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Request body cap before 413.")
+    max_history_bytes_total: int = Field(
+        268_435_456,
+        ge=1024,
+        description="Bytes the histories of all open streams may hold together (kept compact) before 503.",
+    )
     body_timeout: float = Field(10, gt=0, description="Seconds a request body may take to arrive before 408.")
     header_timeout: float = Field(
         5, gt=0, description="Seconds a request's header block may take to arrive before 408 (assist serve)."
     )
     max_header_bytes: int = Field(
         65_536, ge=1024, description="A request's header block cap before 431 (assist serve)."
+    )
+    keep_alive_timeout: float = Field(
+        5, gt=0, description="Seconds an idle connection is kept after a response before it is closed (assist serve)."
+    )
+    max_connections: int = Field(
+        2000, ge=1, description="Connections held at once; past it a new one gets 503 and is closed (assist serve)."
     )
     shutdown_grace: float = Field(30, ge=0, description="Seconds in-flight streams get on shutdown.")
     resume_secret: SecretStr | None = Field(

@@ -12,13 +12,15 @@ agent decides how it answers (docs/openai.md, "The request").
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, model_validator
 from ulid import ULID
 
 from sentient_assist.protocol.conventions import FINAL_RESPONSE
 from sentient_assist.protocol.events import DocumentEvent, TextBlockEvent
+from sentient_assist.protocol.history import History, collector_paused
 from sentient_assist.protocol.request import (
     MAX_INTERACTIONS,
     MAX_NAME_LENGTH,
@@ -35,6 +37,7 @@ from sentient_assist.protocol.request import (
 )
 from sentient_assist.runtime.pauses import PauseKind, PauseRefused, PauseSealer, resumption_of
 from sentient_assist.runtime.session import Session
+from sentient_assist.server.assist import hold_history
 from sentient_assist.server.openai import pauses as openai_pauses
 from sentient_assist.server.openai.errors import ChatRequestError
 
@@ -96,6 +99,14 @@ class ChatCompletionRequest(BaseModel):
     stream_options: StreamOptions | None = Field(None, description="`include_usage`: a last chunk with the usage.")
     n: int | None = Field(None, description="How many answers: 1 only.")
 
+    @model_validator(mode="wrap")
+    @classmethod
+    def _with_the_collector_paused(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        # 20,000 messages are 20,000 models: the garbage collector waits until they are made
+        # (sentient_assist/protocol/history.py, `collector_paused`). The same validation.
+        with collector_paused():
+            return handler(value)
+
 
 def conversation_of(body: ChatCompletionRequest, agent_name: str, sealer: PauseSealer) -> tuple[Query, Session]:
     """The query and session an agent answers for this chat; ChatRequestError names what cannot
@@ -110,29 +121,43 @@ def conversation_of(body: ChatCompletionRequest, agent_name: str, sealer: PauseS
     # pause left unanswered, does not hold up the chat).
     live_index = next((i for i in range(query_index, -1, -1) if messages[i].role == "assistant"), -1)
     pause_index = -1
-    turns: list[_Turn] = []
-    for index, message in enumerate(messages):
-        if message.role in ("system", "developer"):
-            continue  # the agent has its own instructions: a chat's system prompt is not passed on
-        if message.role == "user":
-            turns.append(_Turn(_parts(message.content, index, is_query=index == query_index)))
-            continue
-        text, pause = openai_pauses.take_marker(_assistant_text(message.content, index))
-        if turns:  # an assistant message before any user message (a greeting) answers nothing
-            live = pause if index == live_index else None
-            turns[-1].answer(text, live)
-            if live is not None:
-                pause_index = index
-    if not turns or turns[-1].answered:
+    # A turn: [the parts of a user message, the texts of the assistant messages that answered
+    # it (empty ones left out), the pause the last of them carried]. Lists, not objects: a chat
+    # can have 10,000 turns, and these are what its History keeps.
+    turns: list[list[Any]] = []
+    answered = False  # the last turn has an answer: the chat does not end with a user message
+    take_marker = openai_pauses.take_marker
+    with collector_paused():  # a turn is a few objects, and there can be 10,000 of them
+        for index, message in enumerate(messages):
+            role, content = message.role, message.content
+            if role == "user":
+                # A string, nearly always: as _parts() reads it, without the call.
+                parts = [content] if type(content) is str else _parts(content, index, is_query=index == query_index)
+                turns.append([parts, [], None])
+                answered = False
+            elif role == "assistant":
+                text, pause = take_marker(content if type(content) is str else _assistant_text(content, index))
+                if turns:  # an assistant message before any user message (a greeting) answers nothing
+                    live = pause if index == live_index else None
+                    turn = turns[-1]
+                    if text:
+                        turn[1].append(text)
+                    turn[2] = live
+                    answered = True
+                    if live is not None:
+                        pause_index = index
+            # system, developer: the agent has its own instructions, a chat's are not passed on
+    if not turns or answered:
         raise ChatRequestError("messages: the last message must be the user's (role 'user')", "messages")
     if len(turns) - 1 > MAX_INTERACTIONS:
         raise ChatRequestError(f"messages: at most {MAX_INTERACTIONS} earlier user messages are read", "messages")
-    chat_id = ULID()
-    interactions = [turn.interaction(chat_id, agent_name) for turn in turns[:-1]]
-    session = Session(
-        SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID(), interactions=interactions)
-    )
-    query = Query(id=ULID(), prompt="\n".join(turns[-1].parts))
+    # The earlier turns, kept compact: their models are built if the agent reads them.
+    history = History(turns[:-1], partial(_interactions_of, ULID(), agent_name))
+    hold_history(history)  # in the service's ASSIST_MAX_HISTORY_BYTES_TOTAL (503 past it)
+    session_object = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID())
+    session_object.__dict__["interactions"] = history
+    session = Session(session_object)
+    query = Query(id=ULID(), prompt="\n".join(turns[-1][0]))
     if pause_index >= 0:
         # Checked here rather than by the run, so that a refused resume is a 400 naming the
         # message, streamed or not, rather than a stream's error line; the run takes it as found.
@@ -144,40 +169,31 @@ def conversation_of(body: ChatCompletionRequest, agent_name: str, sealer: PauseS
     return query, session
 
 
-class _Turn:
-    """A user message, and the assistant messages that answered it."""
+def _interactions_of(chat_id: ULID, source: str, records: list[Any]) -> list[Interaction]:
+    """The interactions of the turns `conversation_of` read."""
+    return [_interaction(chat_id, source, *record) for record in records]
 
-    __slots__ = ("parts", "answers", "answered", "pause")
 
-    def __init__(self, parts: list[str]) -> None:
-        self.parts = parts
-        self.answers: list[str] = []  # the texts of the assistant messages, empty ones left out
-        self.answered = False
-        self.pause: tuple[PauseKind, str] | None = None
-
-    def answer(self, text: str, pause: tuple[PauseKind, str] | None) -> None:
-        self.answered = True
-        if text:
-            self.answers.append(text)
-        self.pause = pause
-
-    def interaction(self, chat_id: ULID, source: str) -> Interaction:
-        """The turn as Sentient Chat keeps it: the answer's text as FINAL_RESPONSE, and the pause
-        whose token it carried, for the next turn to resume."""
-        parts = [AssistRequestContentPart(prompt=part) for part in self.parts]
-        content = AssistRequestContent(request_payload=AssistRequestContentParts(parts=parts))
-        events: list[Any] = []
-        if self.answers:
-            text = ANSWER_SEPARATOR.join(self.answers)
-            events.append(TextBlockEvent(event_name=FINAL_RESPONSE, source=source, content=text))
-        if self.pause is not None:
-            kind, token = self.pause
-            pause = {"question": "", "token": token, "resumable": True}
-            events.append(DocumentEvent(event_name=openai_pauses.EVENT_NAMES[kind], source=source, content=pause))
-        return Interaction(
-            request=RequestMessage(event=AssistRequest(chatId=chat_id, content=content)),
-            responses=[ResponseMessage(event=event) for event in events],
-        )
+def _interaction(
+    chat_id: ULID, source: str, parts: list[str], answers: list[str], pause: tuple[PauseKind, str] | None
+) -> Interaction:
+    """A turn as Sentient Chat keeps it: the answer's text as FINAL_RESPONSE, and the pause
+    whose token it carried, for the next turn to resume."""
+    content = AssistRequestContent(
+        request_payload=AssistRequestContentParts(parts=[AssistRequestContentPart(prompt=part) for part in parts])
+    )
+    events: list[Any] = []
+    if answers:
+        text = ANSWER_SEPARATOR.join(answers)
+        events.append(TextBlockEvent(event_name=FINAL_RESPONSE, source=source, content=text))
+    if pause is not None:
+        kind, token = pause
+        payload = {"question": "", "token": token, "resumable": True}
+        events.append(DocumentEvent(event_name=openai_pauses.EVENT_NAMES[kind], source=source, content=payload))
+    return Interaction(
+        request=RequestMessage(event=AssistRequest(chatId=chat_id, content=content)),
+        responses=[ResponseMessage(event=event) for event in events],
+    )
 
 
 def _parts(content: Any, index: int, *, is_query: bool = False) -> list[str]:
