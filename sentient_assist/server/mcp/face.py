@@ -83,12 +83,16 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "The JSON-RPC answer: `application/json`, or Server-Sent Events (`text/event-stream`) "
         "carrying the progress notifications and then the answer.",
     },
+    # The SDK's own refusals of a request MCP's transport does not allow, as JSON-RPC errors.
+    400: {"description": "Not a JSON-RPC message the MCP transport takes (no body, bad JSON, a bad version)."},
+    406: {"description": "`Accept` does not name both `application/json` and `text/event-stream`."},
+    415: {"description": "`Content-Type` is not `application/json`."},
     401: {"description": "ASSIST_API_KEYS is set and the request has no valid `Authorization: Bearer` key."},
     408: {"description": "The body did not arrive in full within ASSIST_BODY_TIMEOUT seconds."},
     413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES."},
     503: {"description": "At ASSIST_MAX_STREAMS (every face counts), or shutting down; see `Retry-After`."},
 }
-for _status in (401, 408, 413, 503):
+for _status in (400, 401, 406, 408, 413, 415, 503):
     RESPONSES[_status].update(_JSONRPC_ERROR)
 
 
@@ -285,6 +289,10 @@ class MCPExchange(Response):
             if refused.status_code != CLIENT_CLOSED_REQUEST:  # else nobody is there to answer
                 await _refused(refused)(scope, receive, send)
             return
+        unfit = _transport_refusal(Headers(scope=scope))
+        if unfit is not None:  # the SDK's own answer would be plain text, not JSON-RPC
+            await unfit(scope, receive, send)
+            return
         manager = face._manager
         if manager is None:
             message = "the MCP face is not running: the app's lifespan has not started it"
@@ -299,6 +307,17 @@ class MCPExchange(Response):
             abort_connection(scope)
             request_id = (scope.get("state") or {}).get(STATE_REQUEST_ID)
             logger.warning("MCP answer cut off: its client did not take it (request %s)", request_id)
+
+
+def _transport_refusal(headers: Headers) -> Response | None:
+    """What MCP's streamable HTTP transport refuses in a POST's headers, as a JSON-RPC error
+    naming the header: a 415 for `Content-Type`, a 406 for `Accept`."""
+    if headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        return jsonrpc_refusal(415, "Content-Type must be application/json for a POST to the MCP endpoint")
+    accept = headers.get("accept", "")
+    if "*/*" not in accept and not ("application/json" in accept and "text/event-stream" in accept):
+        return jsonrpc_refusal(406, "Accept must name both application/json and text/event-stream (MCP over HTTP)")
+    return None
 
 
 async def _read_body(receive: Receive) -> bytes:
