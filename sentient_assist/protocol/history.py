@@ -16,7 +16,7 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import accumulate
-from typing import Annotated, Any, Literal, overload
+from typing import Annotated, Any, Literal, NamedTuple, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidatorFunctionWrapHandler, WrapValidator
 from pydantic_core import SchemaValidator, core_schema
@@ -24,7 +24,7 @@ from ulid import ULID
 
 from sentient_assist.protocol import events as _events
 from sentient_assist.protocol import ulid as _ulid
-from sentient_assist.protocol.conventions import FINAL_RESPONSE, THINKING
+from sentient_assist.protocol.conventions import ASK_USER, FINAL_RESPONSE, INTERRUPT, THINKING
 from sentient_assist.protocol.events import DoneEvent, ResponseEventAdapter, TextBlockEvent, TextChunkEvent
 from sentient_assist.protocol.request import (
     HISTORY_CHECK,
@@ -138,25 +138,40 @@ def collector_paused() -> Iterator[None]:
         gc.enable()
 
 
+class TurnReader(NamedTuple):
+    """What the service reads of a compact turn's record without building its models, for a
+    pause to resume (runtime/pauses.py): each face keeps its records in a form of its own."""
+
+    prompt: Callable[[Any], str]
+    """The user's turn, as `AssistRequest.prompt` has it: every part's prompt, joined with newlines."""
+    pause: Callable[[Any], tuple[str, str] | None]
+    """The pause that ended the turn, as its last ASK_USER or INTERRUPT event has it: (that
+    event's name, its token); None when the turn has no such event or its token is no string."""
+
+
 class History(Sequence[Interaction]):
     """A session's past turns, validated, kept compact: each turn one `marshal` record of
     what describes it (for /assist, the turn as the request's JSON had it), all in one bytes
     object, rather than as the models it makes (a 1 MB history of 8,500 turns is about 1 MB
     here, against 27 MB of models). A turn's models are built when it is read (`history[i]`,
     a slice, iteration), by `build`, and belong to whoever reads them: nothing is kept here.
+    What a resume needs (the prompts, the last turn's pause) `reader` reads off the records.
     runtime/session.py's `Interactions` is what an agent gets, and keeps what it read."""
 
-    __slots__ = ("_records", "_offsets", "_build", "__weakref__")
+    __slots__ = ("_records", "_offsets", "_build", "_reader", "__weakref__")
 
     # Turns built at a time when a history is iterated: a reader that keeps none holds few.
     ITERATION_CHUNK = 256
 
-    def __init__(self, turns: Iterable[Any], build: Callable[[list[Any]], list[Interaction]]) -> None:
+    def __init__(
+        self, turns: Iterable[Any], build: Callable[[list[Any]], list[Interaction]], reader: TurnReader
+    ) -> None:
         with collector_paused():
             records = [marshal.dumps(turn) for turn in turns]
         self._offsets = array("I", accumulate(map(len, records), initial=0))
         self._records = b"".join(records)
         self._build = build
+        self._reader = reader
 
     @property
     def nbytes(self) -> int:
@@ -170,6 +185,19 @@ class History(Sequence[Interaction]):
         """The records of turns `start` to `stop` (not included), as `turns` gave them."""
         view, offsets = memoryview(self._records), self._offsets
         return [marshal.loads(view[offsets[i] : offsets[i + 1]]) for i in range(start, stop)]
+
+    def prompts(self) -> Iterator[str]:
+        """Each turn's prompt, oldest first, read off the records: no model is built."""
+        prompt_of, view, offsets = self._reader.prompt, memoryview(self._records), self._offsets
+        for i in range(len(self)):
+            yield prompt_of(marshal.loads(view[offsets[i] : offsets[i + 1]]))
+
+    def last_pause(self) -> tuple[str, str] | None:
+        """The pause that ended the last turn (`TurnReader.pause`), read off its record."""
+        if not self:
+            return None
+        [record] = self.records(len(self) - 1, len(self))
+        return self._reader.pause(record)
 
     def build(self, start: int = 0, stop: int | None = None) -> list[Interaction]:
         """New models of turns `start` to `stop` (default: the last), in one pass."""
@@ -263,7 +291,7 @@ _trusted_lock = threading.Lock()
 
 
 def _trusted_validator(model: type[BaseModel] = Interaction) -> SchemaValidator:
-    """The build of a list of `model` (Interaction, or ResponseMessage: a turn's answers)."""
+    """The build of a list of `model` (Interaction) from JSON that HISTORY_CHECK passed."""
     with _trusted_lock:
         validator = _trusted.get(model)
         if validator is None:
@@ -284,7 +312,6 @@ def _trusted_validator(model: type[BaseModel] = Interaction) -> SchemaValidator:
 # Made as the module is imported (a few ms): before any thread may use the models, and so
 # that a function of theirs the build does not know stops the import, not a request.
 _trusted_validator(Interaction)
-_trusted_validator(ResponseMessage)
 
 # Ids a build makes at a time, at most, for the answers that came without one.
 _IDS_PER_BUILD = 1 << 20
@@ -304,8 +331,7 @@ def _give_ids(responses: Iterable[Any], next_id: Callable[[], str] | None = None
 def interactions_of_valid(turns: list[Any]) -> list[Interaction]:
     """The models of past turns as a request's JSON has them, once HISTORY_CHECK has passed
     them: what `list[Interaction]` would make of them, at a fraction of the cost. `turns`
-    are the build's own (they are given the ids their answers lack); a turn's answers may be
-    models already (`responses_of_valid`), taken as they are."""
+    are the build's own (they are given the ids their answers lack)."""
     next_id = None
     for turn in turns:
         next_id = _give_ids(turn.get("responses", ()), next_id)
@@ -314,30 +340,26 @@ def interactions_of_valid(turns: list[Any]) -> list[Interaction]:
     return built
 
 
-def responses_of_valid(responses: list[Any]) -> list[ResponseMessage]:
-    """The models of a past turn's answers, as `interactions_of_valid` makes them: a long
-    turn can be built a part at a time."""
-    _give_ids(responses)
-    with collector_paused():
-        built: list[ResponseMessage] = _trusted_validator(ResponseMessage).validate_python(responses)
-    return built
+def _prompt_of_valid(turn: dict[str, Any]) -> str:
+    """A turn's prompt, as a request's JSON has it once HISTORY_CHECK has passed it."""
+    return "\n".join(part["prompt"] for part in turn["request"]["event"]["content"]["request_payload"]["parts"])
 
 
-def last_turn_in_steps(history: History, answers: int) -> Iterator[Interaction | None]:
-    """The last turn of a history a request brought (`keep_history_compact`), built `answers`
-    answers at a time: None after each part, then the turn. Nothing for a turn of `answers`
-    or fewer, which is cheap to build when it is read."""
-    if not history:
-        return
-    [turn] = history.records(len(history) - 1, len(history))
-    responses = turn.get("responses")
-    if not isinstance(responses, list) or len(responses) <= answers:
-        return
-    built: list[Any] = []
-    for start in range(0, len(responses), answers):
-        built += responses_of_valid(responses[start : start + answers])
-        yield None
-    yield interactions_of_valid([{**turn, "responses": built}])[0]
+_PAUSE_NAMES = frozenset((ASK_USER, INTERRUPT))
+
+
+def _pause_of_valid(turn: dict[str, Any]) -> tuple[str, str] | None:
+    """The pause that ended a turn, as a request's JSON has it once HISTORY_CHECK has passed it."""
+    for response in reversed(turn.get("responses") or ()):
+        event = response["event"]
+        if event.get("content_type") == _events.JSON and event.get("event_name") in _PAUSE_NAMES:
+            token = event["content"].get("token")
+            return (event["event_name"], token) if isinstance(token, str) and token else None
+    return None
+
+
+# What a pause's resume reads of /assist's records (the turns as the request's JSON had them).
+VALID_TURN_READER = TurnReader(prompt=_prompt_of_valid, pause=_pause_of_valid)
 
 
 # /assist's body: a `Request`, its history checked by HISTORY_CHECK and kept as a History.
@@ -393,7 +415,7 @@ def keep_history_compact(value: Any, handler: ValidatorFunctionWrapHandler) -> A
             return handler(value)  # only if HISTORY_CHECK and the models disagree: the models' answer
         body = handler({**value, "session": {**session, "interactions": []}})
         assert isinstance(body, Request) and body.session is not None
-        body.session.__dict__["interactions"] = History(turns, interactions_of_valid)
+        body.session.__dict__["interactions"] = History(turns, interactions_of_valid, VALID_TURN_READER)
     return body
 
 

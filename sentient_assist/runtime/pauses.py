@@ -43,7 +43,6 @@ from cryptography.fernet import Fernet, InvalidToken
 
 from sentient_assist.protocol import conventions as names
 from sentient_assist.protocol.events import DocumentEvent
-from sentient_assist.protocol.request import Interaction
 from sentient_assist.runtime.session import Session
 
 DEFAULT_TTL = 86_400.0  # a day to answer
@@ -116,11 +115,10 @@ class PauseContext:
     def token(self, kind: PauseKind, question: str, state: Any) -> str:
         """A token for a pause of this response, sealed by its service's sealer."""
         session, pauses = self.session, self.sealer
-        prompts = [*(i.request.event.prompt for i in session.get_interactions()), self.prompt]
         pause = Pause(
             kind=kind,
             source=self.agent,
-            digest=prompts_digest(prompts),
+            digest=prompts_digest([*session.past_prompts(), self.prompt]),
             question=question,
             state=state,
         )
@@ -133,14 +131,15 @@ def resumption_of(session: Session, prompt: str, sealer: PauseSealer, agent: str
     answers none; PauseRefused when the token does not hold. Without `agent`, the session's
     processor_id stands for it: only for a session the service made itself (the OpenAI face's),
     never one a client sent. The pause is not claimed yet: `claim()` does that, before the
-    agent runs."""
-    interactions = session.get_interactions()
-    pending = pending_token(interactions)
+    agent runs.
+
+    Of a history kept compact, the last turn's pause and the prompts are read off its records:
+    a resume builds no turn, and a token that does not hold costs its check alone."""
+    pending = pending_token(session)
     if pending is None:
         return None
     kind, token = pending
-    digest = prompts_digest(i.request.event.prompt for i in interactions)
-    pause = sealer.verify(token, digest=digest)
+    pause = sealer.verify(token, digest=lambda: prompts_digest(session.past_prompts()))
     if pause.kind != kind or pause.source != (session.processor_id if agent is None else agent):
         raise PauseRefused("The pause's token belongs to another agent's pause.")
     return Resumption(answer=prompt, pause=pause)
@@ -237,9 +236,10 @@ class PauseSealer:
         }
         return self._fernet.encrypt(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()).decode()
 
-    def verify(self, token: str, *, digest: str, now: float | None = None) -> Pause:
-        """The pause `token` holds, if this service sealed it for this conversation and it
-        has not expired; PauseRefused otherwise."""
+    def verify(self, token: str, *, digest: str | Callable[[], str], now: float | None = None) -> Pause:
+        """The pause `token` holds, if this service sealed it for this conversation (`digest`,
+        or what it makes: asked for only of a token this service sealed) and it has not
+        expired; PauseRefused otherwise."""
         # Only the exact spelling a token is issued in: base64 decoding forgives stray characters.
         if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS or not _TOKEN_FORM.fullmatch(token):
             raise PauseRefused("The pause's token is not one this service issues.")
@@ -263,7 +263,7 @@ class PauseSealer:
             )
         except (ValueError, KeyError, TypeError):
             raise PauseRefused("The pause's token is not one this service issues.") from None
-        if not hmac.compare_digest(pause.digest, digest):
+        if not hmac.compare_digest(pause.digest, digest if isinstance(digest, str) else digest()):
             raise PauseRefused("The pause's token belongs to another conversation.")
         if (time.time() if now is None else now) > issued + self.ttl:
             raise PauseRefused("The pause has expired: ask again.")
@@ -279,16 +279,24 @@ def prompts_digest(prompts: Iterable[str]) -> str:
     return _b64(digest.digest())
 
 
-def pending_token(interactions: list[Interaction]) -> tuple[PauseKind, str] | None:
-    """The token of the pause that ended the conversation's last turn, if it ended with one."""
+_KINDS: dict[str, PauseKind] = {names.ASK_USER: "ask_user", names.INTERRUPT: "interrupt"}
+
+
+def pending_token(session: Session) -> tuple[PauseKind, str] | None:
+    """The token of the pause that ended the conversation's last turn, if it ended with one:
+    its last ASK_USER or INTERRUPT event's, when that holds a token."""
+    history = session.compact_history()
+    if history is not None:
+        pause = history.last_pause()
+        return None if pause is None else (_KINDS[pause[0]], pause[1])
+    interactions = session.get_interactions()
     if not interactions:
         return None
-    kinds: dict[str, PauseKind] = {names.ASK_USER: "ask_user", names.INTERRUPT: "interrupt"}
     for response in reversed(interactions[-1].responses):
         event = response.event
-        if isinstance(event, DocumentEvent) and event.event_name in kinds:
+        if isinstance(event, DocumentEvent) and event.event_name in _KINDS:
             token = event.content.get("token")
-            return (kinds[event.event_name], token) if isinstance(token, str) and token else None
+            return (_KINDS[event.event_name], token) if isinstance(token, str) and token else None
     return None
 
 

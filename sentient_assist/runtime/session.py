@@ -45,13 +45,12 @@ class Interactions(_Base):
         self,
         items: Iterable[Interaction] | History = (),
         on_change: Callable[[Interactions], None] | None = None,
-        read: dict[int, Interaction] | None = None,
     ) -> None:
         # Either the list of the turns, or (until every turn is read) the history and the
-        # turns read so far, by position (`read`: some built already).
+        # turns read so far, by position.
         self._history: History | None = items if isinstance(items, History) else None
         self._items: list[Interaction] | None = None if self._history is not None else list(items)
-        self._built: dict[int, Interaction] = dict(read or {})
+        self._built: dict[int, Interaction] = {}
         self._on_change = on_change
 
     def _all(self) -> list[Interaction]:
@@ -195,7 +194,7 @@ class Interactions(_Base):
 class Session:
     """Read-only view of a request's session."""
 
-    __slots__ = ("_session_object", "_history", "_interactions", "_read", "_lent", "resumed")
+    __slots__ = ("_session_object", "_history", "_interactions", "_read", "resumed")
 
     def __init__(self, session_object: SessionObject) -> None:
         self._session_object = session_object
@@ -205,7 +204,6 @@ class Session:
         self._history: History | None = interactions if isinstance(interactions, History) else None
         self._interactions: Interactions | None = None if self._history is not None else Interactions(interactions)
         self._read: weakref.ref[Interactions] | None = None
-        self._lent: dict[int, Interaction] = {}
         # Set before the agent runs when this request answers a pause: a Resumption
         # (sentient_assist/runtime/pauses.py), with the answer and the state the agent paused with.
         self.resumed: Resumption | None = None
@@ -242,16 +240,20 @@ class Session:
         interactions = self._read() if self._read is not None else None
         if interactions is None:
             assert self._history is not None
-            interactions = Interactions(self._history, on_change=self._keep, read=self._lent)
-            self._read, self._lent = weakref.ref(interactions), {}
+            interactions = Interactions(self._history, on_change=self._keep)
+            self._read = weakref.ref(interactions)
         return interactions
 
-    def lend(self, position: int, interaction: Interaction) -> None:
-        """A turn of a compact history built ahead of its reading (the service builds a long
-        last turn a part at a time, server/assist.py): the next reader gets it, and the
-        session does not keep it."""
-        if self._history is not None:
-            self._lent[position] = interaction
+    def past_prompts(self) -> Iterator[str]:
+        """The past turns' prompts, oldest first: of a compact history the agent has not
+        changed, read off its records, no turn built (a pause's conversation, runtime/pauses.py)."""
+        if self._interactions is None and self._history is not None:
+            return self._history.prompts()
+        return (interaction.request.event.prompt for interaction in self.get_interactions())
+
+    def compact_history(self) -> History | None:
+        """The history as the request brought it, compact, while the agent has not changed it."""
+        return self._history if self._interactions is None else None
 
     def _keep(self, interactions: Interactions) -> None:
         """An agent changed what it read: from then on, that is the session's history."""

@@ -15,7 +15,6 @@ ASSIST_MAX_HISTORY_BYTES_TOTAL (`HistoryBudget`: past it, 503).
 
 from __future__ import annotations
 
-import asyncio
 import email.message
 import json
 import threading
@@ -32,7 +31,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from sentient_assist.protocol.history import CompactRequest, History, collector_paused, last_turn_in_steps
+from sentient_assist.protocol.history import CompactRequest, History, collector_paused
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.pauses import PauseSealer, sealer_for
 from sentient_assist.runtime.run import RunStats
@@ -79,11 +78,6 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     },
 }
 HISTORY_SETTING = "ASSIST_MAX_HISTORY_BYTES_TOTAL"
-# A history's last turn of more answers than this is built before its run starts, this many
-# answers at a time (a few ms each), other streams served between: the run reads that turn
-# before the agent starts (runtime/pauses.py, for a pause to resume), and built at once a turn
-# of 18,000 answers would hold every other stream up for the 50 ms or more it takes.
-ANSWERS_PER_STEP = 1000
 
 
 class HistoryBudget:
@@ -198,12 +192,6 @@ class Assist:
         # the way to `body` are not needed again: the run holds the session, its history compact.
         vars(request).pop("_json", None)
         vars(request).pop("_body", None)
-        if isinstance(history, History):
-            for last in last_turn_in_steps(history, ANSWERS_PER_STEP):
-                if last is None:
-                    await asyncio.sleep(0)  # the other streams' turn
-                else:
-                    session.lend(len(history) - 1, last)
         return EventStream(agent, session, body.query, stats, self.streams, sealer=self.sealer)
 
 

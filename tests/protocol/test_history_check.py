@@ -17,7 +17,8 @@ import pytest
 from pydantic import Field, TypeAdapter, ValidationError
 from ulid import ULID
 
-from sentient_assist.protocol.history import CompactRequest, History, interactions_of_valid, last_turn_in_steps
+from sentient_assist.protocol import conventions as names
+from sentient_assist.protocol.history import VALID_TURN_READER, CompactRequest, History, interactions_of_valid
 from sentient_assist.protocol.request import (
     HISTORY_CHECK,
     MAX_INTERACTIONS,
@@ -29,6 +30,7 @@ from sentient_assist.protocol.request import (
     ulid_of_valid,
 )
 from sentient_assist.protocol.ulid import is_ulid
+from sentient_assist.runtime import pauses
 from sentient_assist.runtime.session import Interactions, Session
 
 MODELS = TypeAdapter(Annotated[list[Interaction], Field(max_length=MAX_INTERACTIONS, fail_fast=True)])
@@ -539,24 +541,69 @@ def test_the_check_and_the_models_agree_at_each_edge(history):
     assert errors(COMPACT, document) == errors(TypeAdapter(Request), document)
 
 
-def test_a_long_last_turn_built_in_parts_is_the_turn_built_at_once():
-    answers = [{"event": event("atomic.done")}] * 2500 + turns()[1]["responses"]
-    history = COMPACT.validate_python(body_of([turns()[0], {**turns()[1], "responses": answers}])).session.interactions
-    assert isinstance(history, History)
-    steps = list(last_turn_in_steps(history, 1000))
-    assert steps[:-1] == [None, None, None] and isinstance(steps[-1], Interaction)
-    turn = [{**turns()[1], "responses": answers}]
-    assert normalized([steps[-1].model_dump()], turn) == normalized([history[-1].model_dump()], turn)
-    assert list(last_turn_in_steps(history, 5000)) == []  # a turn cheap to build when read
+def pause_turns() -> list[dict]:
+    """Turns ended (or not) by a pause, each way the models read one."""
+    chat = "01JDQ4Z8M7T3V5X9A2B4C6D8EF"
+    ask = event("atomic.json", event_name=names.ASK_USER, content={"question": "?", "token": "tok-ask"})
+    interrupt = event("atomic.json", event_name=names.INTERRUPT, content={"token": "tok-int"})
+    answers = [
+        [{"event": ask}],
+        [{"event": interrupt}, {"event": event("atomic.done")}],
+        [{"event": ask}, {"event": interrupt}],  # the last one ends the turn
+        [{"event": event("atomic.json", event_name=names.ASK_USER, content={"token": 7})}],
+        [{"event": event("atomic.json", event_name=names.ASK_USER, content={"token": ""})}],
+        [{"event": event("atomic.json", event_name=names.ASK_USER, content={})}, {"event": ask}],
+        [{"event": event("atomic.textblock", event_name=names.ASK_USER, content="not a document")}],
+        [{"event": event("atomic.json", event_name="ask_user", content={"token": "tok"})}],
+        [],
+    ]
+    parts = [{"prompt": "one"}, {"prompt": ""}, {"prompt": "two\nlines", "fileIds": ["f"]}]
+    return [
+        {
+            "request": {"event": {"chatId": chat, "content": {"request_payload": {"parts": parts[: i % 4]}}}},
+            "responses": a,
+        }
+        for i, a in enumerate(answers)
+    ]
 
 
-def test_a_turn_lent_to_a_session_goes_to_its_next_reader_only():
-    session = Session(COMPACT.validate_python(body_of(turns())).session)
-    history = session.get_interactions()
-    built = history[3]
-    del history
-    gc.collect()
-    session.lend(3, built)
-    assert session.get_interactions()[-1] is built
-    gc.collect()
-    assert session.get_interactions()[-1] is not built  # not kept by the session
+def test_what_a_resume_reads_off_a_compact_history_is_what_its_models_say():
+    # The prompts and the last turn's pause, read off the records (no turn built), against the
+    # same read of the models, for every valid history of the random ones and of the pauses'.
+    valid = [h for h in histories(CASES // 4) if accepts(MODELS, h)]
+    valid += [[turn] for turn in pause_turns()] + [pause_turns(), turns() + pause_turns()[:1]]
+    for history in valid:
+        compact = Session(COMPACT.validate_python(body_of(history)).session)
+        models = Session(Request.model_validate(body_of(history)).session)
+        assert compact.compact_history() is not None and models.compact_history() is None
+        assert list(compact.past_prompts()) == list(models.past_prompts())
+        assert pauses.pending_token(compact) == pauses.pending_token(models), history
+
+
+def test_a_resume_builds_no_turn_of_a_compact_history():
+    # An 18,000-answer last turn ended by a pause: the token is found and checked, the
+    # conversation's digest made, without one model built; a token that does not verify
+    # costs its check alone.
+    sealer = pauses.sealer_for(b"s" * 32)
+    built: list[int] = []
+
+    def build(records: list[Any]) -> list[Interaction]:
+        built.append(len(records))
+        return interactions_of_valid(records)
+
+    def session_with(token: str) -> Session:
+        ask = event("atomic.json", event_name=names.ASK_USER, content={"token": token})
+        last = {**turns()[0], "responses": [{"event": event("atomic.done")}] * 18_000 + [{"event": ask}]}
+        object_ = COMPACT.validate_python(body_of([*turns(), last])).session
+        object_.__dict__["interactions"] = History(
+            object_.interactions.records(0, len(object_.interactions)), build, VALID_TURN_READER
+        )
+        return Session(object_)
+
+    prompts = list(session_with("x").past_prompts())
+    pause = pauses.Pause(kind="ask_user", source="agent", digest=pauses.prompts_digest(prompts))
+    resumed = pauses.resumption_of(session_with(sealer.issue(pause)), "yes", sealer, "agent")
+    assert resumed is not None and resumed.pause.id == pause.id and resumed.answer == "yes"
+    with pytest.raises(pauses.PauseRefused):
+        pauses.resumption_of(session_with("A" * 64), "yes", sealer, "agent")
+    assert built == []

@@ -152,9 +152,9 @@ def test_the_bomb_is_a_valid_request_of_8500_turns(server):
     assert session["prompts"][-1].startswith(f"{TURNS - 1:x}.")
 
 
-def test_a_last_turn_of_18000_answers_is_built_in_parts_and_answered(server):
-    # The run reads the last turn before the agent starts: one this long is built before,
-    # a part at a time (sentient_assist/server/assist.py, ANSWERS_PER_STEP).
+def test_a_last_turn_of_18000_answers_is_answered(server):
+    # The run reads the last turn's pause off its record before the agent starts (no model
+    # of it built: runtime/pauses.py); the agent here reads the turn's prompt.
     done = {"event": {"content_type": "atomic.done", "source": "s"}}
     document = json.loads(plain("session"))
     turn = {"chatId": CHAT_ID, "content": {"request_payload": {"parts": [{"prompt": "long"}]}}}

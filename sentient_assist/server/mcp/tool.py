@@ -39,7 +39,7 @@ from sentient_assist.protocol.events import (
     TextChunkEvent,
     dumps_json,
 )
-from sentient_assist.protocol.history import History
+from sentient_assist.protocol.history import History, TurnReader
 from sentient_assist.protocol.request import (
     MAX_INTERACTIONS,
     AssistRequest,
@@ -187,7 +187,7 @@ class ToolCall:
             records = [(asked, answer, None) for asked, answer in _history(arguments.get("history"))]
         self.prompts = [record[0] for record in records] + [prompt]
         # Kept compact, as the other faces' histories are (the service counts what it holds).
-        self.history = History(records, partial(_interactions_of, ULID(), agent_name))
+        self.history = History(records, partial(_interactions_of, ULID(), agent_name), _TURN_READER)
         session_object = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID())
         session_object.__dict__["interactions"] = self.history
         self.session = Session(session_object)
@@ -211,6 +211,15 @@ def _history(value: Any) -> list[tuple[str, str]]:
             raise ToolInputError(f"history[{index}].answer: a string, or none")
         turns.append((asked, answer))
     return turns
+
+
+def _pause_of(record: tuple[str, str, tuple[PauseKind, str] | None]) -> tuple[str, str] | None:
+    pause = record[2]
+    return None if pause is None else (_EVENT_NAMES[pause[0]], pause[1])
+
+
+# What a resume reads of this face's turns: (prompt, answer, pause or None).
+_TURN_READER = TurnReader(prompt=lambda record: record[0], pause=_pause_of)
 
 
 def _interactions_of(chat_id: ULID, source: str, records: list[Any]) -> list[Interaction]:

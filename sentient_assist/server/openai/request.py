@@ -20,7 +20,7 @@ from ulid import ULID
 
 from sentient_assist.protocol.conventions import FINAL_RESPONSE
 from sentient_assist.protocol.events import DocumentEvent, TextBlockEvent
-from sentient_assist.protocol.history import History, collector_paused
+from sentient_assist.protocol.history import History, TurnReader, collector_paused
 from sentient_assist.protocol.request import (
     MAX_INTERACTIONS,
     MAX_NAME_LENGTH,
@@ -152,7 +152,7 @@ def conversation_of(body: ChatCompletionRequest, agent_name: str, sealer: PauseS
     if len(turns) - 1 > MAX_INTERACTIONS:
         raise ChatRequestError(f"messages: at most {MAX_INTERACTIONS} earlier user messages are read", "messages")
     # The earlier turns, kept compact: their models are built if the agent reads them.
-    history = History(turns[:-1], partial(_interactions_of, ULID(), agent_name))
+    history = History(turns[:-1], partial(_interactions_of, ULID(), agent_name), TURN_READER)
     hold_history(history)  # in the service's ASSIST_MAX_HISTORY_BYTES_TOTAL (503 past it)
     session_object = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID())
     session_object.__dict__["interactions"] = history
@@ -167,6 +167,15 @@ def conversation_of(body: ChatCompletionRequest, agent_name: str, sealer: PauseS
             param = f"messages[{pause_index}].content"
             raise ChatRequestError(f"{param}: {refused}", param) from None
     return query, session
+
+
+def _pause_of(record: list[Any]) -> tuple[str, str] | None:
+    pause = record[2]
+    return None if pause is None else (openai_pauses.EVENT_NAMES[pause[0]], pause[1])
+
+
+# What a resume reads of the turns `conversation_of` read: [parts, answers, pause or None].
+TURN_READER = TurnReader(prompt=lambda record: "\n".join(record[0]), pause=_pause_of)
 
 
 def _interactions_of(chat_id: ULID, source: str, records: list[Any]) -> list[Interaction]:
