@@ -47,12 +47,13 @@ from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sentient_assist.llm.asking import Approval
 from sentient_assist.llm.messages import ToolSpec
 from sentient_assist.llm.tools import DEFAULT_TOOL_TIMEOUT, Tool, ToolOutcome, Toolset
 from sentient_assist.protocol.events import dumps_json
+from sentient_assist.tracing import current_tracing
 from sentient_assist.version import __version__
 
 if TYPE_CHECKING:
@@ -253,7 +254,7 @@ class MCPToolset(Toolset):
             if client is None:  # it ended since: open another
                 continue
             try:
-                answer = await client.call_tool(tool.remote_name, arguments)
+                answer = await client.call_tool(tool.remote_name, arguments, meta=_trace_context())
             except MCPError as exc:
                 if not _lost(exc):
                     return ToolOutcome(error=f"the MCP server refused the call: {exc.error.message}")
@@ -401,6 +402,20 @@ async def _http_transport(url: str, headers: Mapping[str, str]) -> AsyncIterator
     async with httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0)) as http:
         async with streamable_http_client(url, http_client=http) as streams:
             yield streams
+
+
+def _trace_context() -> mcp_types.RequestParamsMeta | None:
+    """The W3C trace context of the current span (the call's execute_tool), for a call's `_meta`
+    (MCP's SEP-414: `traceparent`, `tracestate`): the server's spans join the run's trace. The
+    session's HTTP requests are sent from its own task, where no span is current, so the context
+    rides in the call, whatever the transport. None when tracing is off."""
+    if current_tracing() is None:
+        return None
+    from sentient_assist.runtime.tracing import inject_current
+
+    carrier: dict[str, str] = {}
+    inject_current(carrier)
+    return cast("mcp_types.RequestParamsMeta", carrier) if carrier else None
 
 
 class MCPTool(Tool):

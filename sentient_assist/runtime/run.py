@@ -18,6 +18,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Coroutine
 from enum import StrEnum
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 from sentient_assist.protocol.events import DoneEvent, ErrorContent
@@ -61,6 +62,15 @@ class RunOutcome(StrEnum):
     DISCONNECTED = "disconnected"  # its reader left first
     SHUTDOWN = "shutdown"  # ended by the server shutting down
     CUT_OFF = "cut_off"  # ended, but its reader was stuck (a client that stopped reading) and was cancelled
+
+
+def _why_cancelled(stats: RunStats) -> str:
+    """What cancelled a run's agent, for its span: its time limit, or how its run was ended."""
+    if stats.timed_out:
+        return "time_limit"
+    if stats.outcome is RunOutcome.OPEN or stats.outcome is RunOutcome.COMPLETED:
+        return "cancelled"
+    return stats.outcome.value
 
 
 class RunStats:
@@ -215,7 +225,8 @@ class Run(Generic[T]):
         # span, which starts and ends in the agent's task. Off: one context variable read a run.
         tracing = current_tracing()
         if tracing is not None:
-            work = tracing.run_agent(work, self._agent_name, stats.request_id, lambda: stats.timed_out, query.prompt)
+            why_cancelled = partial(_why_cancelled, stats)
+            work = tracing.run_agent(work, self._agent_name, stats.request_id, why_cancelled, query.prompt)
         # The task runs the agent's own coroutine, nothing around it: how it ended is read in
         # _after_agent. Named after the agent: one string for all its runs ("Task-N" is one each).
         # Its context knows the request id (current_request_id()), for what the agent reports.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -41,10 +41,16 @@ class Tracing:
     # invoke_agent ---------------------------------------------------------------------------
 
     async def run_agent(
-        self, work: Coroutine[Any, Any, Any], agent: str, request_id: str, timed_out: Any, prompt: str | None
+        self,
+        work: Coroutine[Any, Any, Any],
+        agent: str,
+        request_id: str,
+        why_cancelled: Callable[[], str],
+        prompt: str | None,
     ) -> Any:
         """Run the agent's coroutine inside `invoke_agent {agent}`, started and ended in this task.
-        `timed_out()` says whether a cancellation was the run's time limit."""
+        `why_cancelled()` says what a cancellation was: the run's time limit ("time_limit"), its
+        client gone ("disconnected"), the server's shutdown ("shutdown"), ... or "cancelled"."""
         span = self.tracer.start_span(
             f"invoke_agent {agent}",
             kind=SpanKind.INTERNAL,
@@ -61,7 +67,7 @@ class Tracing:
             with trace.use_span(span, end_on_exit=False, record_exception=False, set_status_on_exception=False):
                 return await work
         except asyncio.CancelledError:
-            outcome = "time_limit" if timed_out() else "cancelled"
+            outcome = why_cancelled()
             span.set_status(Status(StatusCode.ERROR, outcome))
             span.set_attribute("error.type", outcome)
             raise

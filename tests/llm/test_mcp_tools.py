@@ -117,6 +117,32 @@ async def test_the_servers_tools_reach_the_model_with_their_names_descriptions_a
     assert tool_messages(model) == {"call_1_0": "hi"}
 
 
+async def test_a_traced_call_carries_its_execute_tool_span_in_its_meta_and_an_untraced_one_nothing(make_server):
+    # MCP's SEP-414: the W3C trace context rides in the call's `_meta`, so the server's spans
+    # join the run's trace; the test server's `trace_context` tool answers what it was given.
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from sentient_assist.runtime.tracing import Tracing
+    from sentient_assist.tracing import reset_tracing, set_tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    server = make_server()
+    token = set_tracing(Tracing(provider))
+    try:
+        traced = await Agent(LLMAgent(model=calls(ScriptedCall("trace_context")), tools=[server])).run("Trace.")
+    finally:
+        reset_tracing(token)
+    untraced = await Agent(LLMAgent(model=calls(ScriptedCall("trace_context")), tools=[server])).run("Again.")
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "execute_tool trace_context"]
+    version, trace_id, parent_id, _flags = traced.tool_calls[0].result.split("-")
+    assert (version, trace_id, parent_id) == ("00", f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}")
+    assert untraced.tool_calls[0].result == "none"
+
+
 async def test_text_structured_content_and_errors_come_back_to_the_model_and_the_user(make_server):
     model = calls(
         ScriptedCall("add", {"a": 2, "b": 3}, id="add"),
@@ -172,6 +198,7 @@ async def test_a_prefix_names_the_tools_and_include_or_exclude_keeps_some(server
         "forecast",
         "fail",
         "pid",
+        "trace_context",
         "picture",
         "document",
     }

@@ -1,7 +1,8 @@
 """OpenTelemetry traces of the real service, exported over OTLP/HTTP to a real receiver started
 here (tests/support/otlp_receiver.py, decoding with opentelemetry-proto): the span tree of a run,
 its names, attributes and parentage; one trace across two service processes; spans that end with
-a status when the client leaves or the time limit cuts the run; nothing secret in any exported byte."""
+a status when the client leaves, the time limit cuts the run or SIGTERM's grace runs out; the
+server spans of the OpenAI and MCP faces; nothing secret in any exported byte."""
 
 from __future__ import annotations
 
@@ -184,7 +185,8 @@ def test_a_client_leaving_mid_stream_ends_every_span_with_a_status(traced_assist
     (agent,) = by_name(spans, "invoke_agent ")
     spans = one_trace(receiver.wait_for(has_span(trace_id, "chat test-model")), trace_id)
     (chat,) = by_name(spans, "chat ")
-    assert agent.status_code == ERROR and agent.attributes["sentient.run.outcome"] == "cancelled"
+    assert agent.status_code == ERROR and agent.attributes["sentient.run.outcome"] == "disconnected"
+    assert agent.attributes["error.type"] == "disconnected"
     assert chat.status_code == ERROR and chat.attributes["error.type"] in ("cancelled", "closed")
     assert chat.parent_span_id == agent.span_id
     time.sleep(0.2)
@@ -392,3 +394,69 @@ def test_a_hosts_in_process_specialists_are_invoke_agent_children_of_the_host(re
     handed = [attrs["sentient.handoff.to_agent"] for name, attrs in host.events if name == "sentient.handoff"]
     assert handed == ["alpha", "beta"]
     assert all(s.status_code == OK for s in agents)
+
+
+def test_sigterm_past_the_grace_ends_the_run_s_spans_saying_shutdown(receiver):
+    # The showcase's "slow" answer outlives a grace of 1 s: the run is ended by the shutdown,
+    # its spans end saying so, and they are exported before the process exits.
+    from tests.server.test_shutdown import assert_exited_cleanly, stream_and_stop
+
+    env = {"ASSIST_SHUTDOWN_GRACE": "1", **otel_env(receiver, "assist-sigterm")}
+    with running_server(env) as server:
+        stream, _ = stream_and_stop(server, "slow")
+        assert_well_ended(stream)
+        assert stream.events[-2]["content"]["error_code"] == 503
+        assert_exited_cleanly(server)
+        assert "Failed to detach context" not in server.log()
+    spans = receiver.wait_for(
+        lambda spans: any(s.service == "assist-sigterm" and s.name == "POST /assist" for s in spans)
+    )
+    mine = [s for s in spans if s.service == "assist-sigterm"]
+    (agent,) = by_name(mine, "invoke_agent ")
+    (http,) = by_name(mine, "POST /assist")
+    assert agent.status_code == ERROR and agent.attributes["sentient.run.outcome"] == "shutdown"
+    assert agent.parent_span_id == http.span_id and http.attributes["http.response.status_code"] == 200
+
+
+def test_the_openai_and_mcp_faces_have_their_server_spans_with_the_run_under_them(receiver):
+    import asyncio
+
+    import httpx2
+    import openai
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    env = {"ASSIST_AGENT": "echo", **otel_env(receiver, "assist-faces")}
+    with running_server(env) as server:
+        chat_trace, mcp_trace = secrets.token_hex(16), secrets.token_hex(16)
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+        answer = client.chat.completions.create(
+            model="echo",
+            messages=[{"role": "user", "content": "hello"}],
+            extra_headers={"traceparent": f"00-{chat_trace}-{secrets.token_hex(8)}-01"},
+        )
+        assert "hello" in (answer.choices[0].message.content or "")
+
+        async def call_over_mcp() -> None:
+            headers = {"traceparent": f"00-{mcp_trace}-{secrets.token_hex(8)}-01"}
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=20) as http,
+                Client(streamable_http_client(server.url + "/mcp", http_client=http)) as mcp_client,
+            ):
+                (tool,) = (await mcp_client.list_tools()).tools
+                result = await mcp_client.call_tool(tool.name, {"prompt": "over mcp"})
+                assert not result.is_error
+
+        asyncio.run(call_over_mcp())
+        chat_spans = one_trace(receiver.wait_for(has_span(chat_trace, "POST /v1/chat/completions")), chat_trace)
+        mcp_spans = one_trace(receiver.wait_for(has_span(mcp_trace, "POST /mcp")), mcp_trace)
+    for spans, route in ((chat_spans, "/v1/chat/completions"), (mcp_spans, "/mcp")):
+        servers = by_name(spans, f"POST {route}")
+        assert all(s.attributes["http.route"] == route and s.status_code != ERROR for s in servers)
+        assert any(
+            s.attributes["http.response.status_code"] == 200 and s.attributes.get("sentient.request_id")
+            for s in servers
+        )
+        agents = by_name(spans, "invoke_agent ")
+        assert len(agents) == 1 and agents[0].status_code == OK
+        assert agents[0].parent_span_id in {s.span_id for s in servers}

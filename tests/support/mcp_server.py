@@ -6,8 +6,9 @@
 
 Its tools answer in text (`echo`), in structured content (`add`, `forecast`), with an error
 (`fail`, `isError`), with an image and a resource (`picture`, `document`), slowly (`slow`),
-not at all (`crash` ends the process mid-call), and with the server's PID (`pid`), so a test
-can count the processes serving a toolset.
+not at all (`crash` ends the process mid-call), with the server's PID (`pid`), so a test
+can count the processes serving a toolset, and with the trace context a call came with
+(`trace_context`).
 
 `HttpServer` runs it over HTTP for a test (started, killed and started again on one port);
 `processes()` finds the ones running, by PID.
@@ -25,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
 from mcp.types import CallToolResult, EmbeddedResource, ResourceLink, TextContent, TextResourceContents
@@ -92,6 +93,13 @@ def crash() -> str:
 def pid() -> int:
     """The server process's id."""
     return os.getpid()
+
+
+@server.tool()
+def trace_context(ctx: Context) -> str:
+    """The W3C traceparent the call came with in its `_meta` (MCP's SEP-414), or "none"."""
+    meta = ctx.request_context.meta or {}
+    return str(meta.get("traceparent", "none"))
 
 
 @server.tool()
