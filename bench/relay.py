@@ -10,6 +10,8 @@ for every token, receipt time minus send time. Servers, each uvicorn on uvloop +
 on loopback, one process (the last load: two workers):
 
     chat       python -m app serve, ASSIST_AGENT=chat (our LLMAgent + OpenAIChatModel)
+    chat-traced  the same, with OTEL_EXPORTER_OTLP_ENDPOINT set: its spans exported over
+               OTLP/HTTP to bench/otlp_sink.py (its own process); only with --only naming it
     ours-0.3   python -m app serve, ASSIST_AGENT=bench.relay_agents:RelayAgent (the 0.3.0
                README's pattern: AsyncOpenAI stream, emit_chunk per delta)
     0.3.0      the 0.3.0 DefaultServer serving the same RelayAgent (reference environment)
@@ -77,7 +79,14 @@ MAX_P99_MS = 25.0
 MAX_KB_PER_STREAM = 48.0
 MIN_WORKERS_SPEEDUP = 1.7
 
-COLUMNS = [("chat", "ours chat"), ("ours-0.3", "ours 0.3-style"), ("reference", "0.3.0"), ("direct", "direct")]
+COLUMNS = [
+    ("chat", "ours chat"),
+    ("chat-traced", "ours chat, traced"),
+    ("ours-0.3", "ours 0.3-style"),
+    ("reference", "0.3.0"),
+    ("direct", "direct"),
+]
+SERVER_KEYS = ("chat", "chat-traced", "ours-0.3", "reference")
 
 
 def log(message: str) -> None:
@@ -123,7 +132,27 @@ def make_upstream(log_dir: Path) -> Server:
     )
 
 
-def make_server(key: str, upstream_port: int, log_dir: Path, reference_python: str | None, workers: int = 1) -> Server:
+def make_sink(log_dir: Path) -> Server:
+    command = [sys.executable, "-m", "bench.otlp_sink", "--host", HOST]
+    return Server("sink", "otlp sink", command, {}, log_dir / "sink.log")
+
+
+def sink_count(sink: Server) -> dict:
+    """What the sink has taken so far: requests, spans, bytes."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://{HOST}:{sink.port}/count", timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def make_server(
+    key: str,
+    upstream_port: int,
+    log_dir: Path,
+    reference_python: str | None,
+    workers: int = 1,
+    sink_port: int | None = None,
+) -> Server:
     model = {
         "MODEL_BASE_URL": f"http://{HOST}:{upstream_port}/v1",
         "MODEL_NAME": "relay",
@@ -142,6 +171,15 @@ def make_server(key: str, upstream_port: int, log_dir: Path, reference_python: s
         extra = ["--workers", str(workers)] if workers > 1 else []
         label = "ours chat" if workers == 1 else f"ours chat x{workers}"
         return Server("chat", label, serve + extra, {**ours, "ASSIST_AGENT": "chat"}, log_dir / f"chat{workers}.log")
+    if key == "chat-traced":
+        assert sink_port is not None
+        traced = {
+            **ours,
+            "ASSIST_AGENT": "chat",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{HOST}:{sink_port}",
+            "OTEL_SERVICE_NAME": "bench-relay",
+        }
+        return Server("chat-traced", "ours chat, traced", serve, traced, log_dir / "chat-traced.log")
     if key == "ours-0.3":
         return Server(
             "ours-0.3",
@@ -324,6 +362,7 @@ async def run_all(args, loads: dict, log_dir: Path, reference_python: str | None
     upstream = make_upstream(log_dir)
     upstream.start()
     servers: list[Server] = []
+    sink: Server | None = None
     runs: dict[str, dict[str, list]] = {}
     try:
         await asyncio.sleep(0.5)
@@ -331,8 +370,13 @@ async def run_all(args, loads: dict, log_dir: Path, reference_python: str | None
         if not direct.ok:
             raise RuntimeError(f"upstream not answering: {direct.problems}\n{upstream.log_tail()}")
         log(f"upstream on port {upstream.port} (pid {upstream.pid})")
-        keys = [k for k in ("chat", "ours-0.3", "reference") if k in args.servers]
-        servers = [make_server(k, upstream.port, log_dir, reference_python) for k in keys]
+        keys = [k for k in SERVER_KEYS if k in args.servers]
+        if "chat-traced" in keys:
+            sink = make_sink(log_dir)
+            sink.start()
+            await asyncio.sleep(0.5)
+        sink_port = sink.port if sink is not None else None
+        servers = [make_server(k, upstream.port, log_dir, reference_python, sink_port=sink_port) for k in keys]
         for n in loads["streams"]:
             for key in [*keys, "direct"]:
                 runs.setdefault(key, {}).setdefault(str(n), [])
@@ -348,8 +392,16 @@ async def run_all(args, loads: dict, log_dir: Path, reference_python: str | None
                     await wait_ready(server)
                     await warm_up(server)
                     await asyncio.sleep(0.3)
+                    exported = sink_count(sink) if sink is not None and server.key == "chat-traced" else None
                     r = await measure(server, upstream, server.port, n, loads["tokens"], loads["interval_ms"])
                     r["app_fingerprint"] = code
+                    if exported is not None and sink is not None:
+                        await asyncio.sleep(1.0)  # the batch processor's last export (its schedule: 5 s at most)
+                        server.stop()  # its shutdown flushes what is left
+                        await asyncio.sleep(0.5)
+                        after = sink_count(sink)
+                        r["spans_exported"] = after["spans"] - exported["spans"]
+                        r["export_bytes"] = after["bytes"] - exported["bytes"]
                     runs[server.key][str(n)].append(r)
                     log(_line(server.label, n, rep, r))
                 r = await measure(None, upstream, upstream.port, n, loads["tokens"], loads["interval_ms"], direct=True)
@@ -398,6 +450,8 @@ async def run_all(args, loads: dict, log_dir: Path, reference_python: str | None
     finally:
         for s in servers:
             s.stop()
+        if sink is not None:
+            sink.stop()
         upstream.stop()
     return {"runs": runs, "saturation": saturation}
 
@@ -431,6 +485,9 @@ def summarize(measured: dict, loads: dict) -> dict:
                 "client_busy": med(runs, "client_busy"),
                 "server_cores": med(runs, "server_cores"),
             }
+            if any("spans_exported" in r for r in runs):
+                out["loads"][n][key]["spans_exported"] = med(runs, "spans_exported")
+                out["loads"][n][key]["export_bytes"] = med(runs, "export_bytes")
     for workers, runs in measured["saturation"].items():
         out["saturation"][workers] = {
             "tokens_per_s": med(runs, "tokens_per_s"),
@@ -525,6 +582,7 @@ def table(results: dict, markdown: bool = False) -> str:
         ("server busy, cores", "server_cores", ".2f"),
         ("upstream CPU us per token", "upstream_cpu_us_per_token", ".1f"),
         ("client busy (share of one core)", "client_busy", ".0%"),
+        ("spans exported", "spans_exported", ",.0f"),
     ]
     for n in sorted(summary["loads"], key=int):
         at = summary["loads"][n]
@@ -613,7 +671,11 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small loads, one repeat: a smoke run")
     parser.add_argument("--repeats", type=int, help="repeats of each load (default 3, quick 1)")
-    parser.add_argument("--only", default="chat,ours-0.3,reference", help="servers: chat, ours-0.3, reference")
+    parser.add_argument(
+        "--only", default="chat,ours-0.3,reference", help="servers: chat, chat-traced, ours-0.3, reference"
+    )
+    parser.add_argument("--streams", help="the loads' concurrent streams, comma-separated (default 200,500)")
+    parser.add_argument("--no-saturation", action="store_true", help="leave out the saturation loads")
     parser.add_argument("--table", action="store_true", help="run nothing: print the table of the JSON (--out)")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     parser.add_argument("--out", type=Path, help="JSON path (default bench/relay_results.json, quick: -quick)")
@@ -628,6 +690,10 @@ async def main_async(args) -> dict:
     loads = dict(QUICK if args.quick else FULL)
     if args.repeats:
         loads["repeats"] = args.repeats
+    if args.streams:
+        loads["streams"] = [int(n) for n in args.streams.split(",")]
+    if args.no_saturation:
+        loads["saturation_repeats"] = 0
     started = time.time()
     load_start = os.getloadavg()
     source = source_state()
