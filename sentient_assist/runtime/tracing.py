@@ -30,13 +30,34 @@ MAX_CAPTURED = 4096  # characters of a prompt, answer, tool arguments or result,
 class Tracing:
     """One app's tracer, and whether message content is recorded (off unless the env says true)."""
 
-    __slots__ = ("tracer", "capture_content")
+    __slots__ = ("tracer", "capture_content", "_provider", "_owned")
 
-    def __init__(self, provider: trace.TracerProvider, capture_content: bool | None = None) -> None:
+    # Seconds the last spans may take to export when the app stops.
+    FLUSH_SECONDS = 5.0
+
+    def __init__(
+        self, provider: trace.TracerProvider, capture_content: bool | None = None, *, owned: bool = False
+    ) -> None:
+        self._provider = provider
+        self._owned = owned  # made from the environment by the app, rather than given to it
         self.tracer: Tracer = provider.get_tracer("sentient_assist", schema_url=SCHEMA_URL)
         if capture_content is None:
             capture_content = os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
         self.capture_content = capture_content
+
+    def close(self) -> None:
+        """At the app's shutdown: export what is still queued. uvicorn ends its process by the
+        signal it was stopped with, so the SDK's own atexit flush never runs: without this, the
+        spans of the last seconds before a SIGTERM (the batch processor's schedule) are lost.
+        A provider the app made is shut down; one it was given is only flushed (its owner's)."""
+        if self._owned:
+            shutdown = getattr(self._provider, "shutdown", None)
+            if shutdown is not None:
+                shutdown()
+            return
+        flush = getattr(self._provider, "force_flush", None)
+        if flush is not None:
+            flush(int(self.FLUSH_SECONDS * 1000))
 
     # invoke_agent ---------------------------------------------------------------------------
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -87,7 +88,8 @@ async def _collector_skips_startup(app: FastAPI) -> AsyncIterator[None]:
     """What exists when the service starts (modules, the app, the agent) lives as long as the
     process: frozen, the garbage collector's full passes under load read only what requests
     made, a few times faster, and a pause that every open stream waits out (bench/README.md).
-    At shutdown, the MCP servers' sessions its agents opened are closed (their processes stopped)."""
+    At shutdown, the MCP servers' sessions its agents opened are closed (their processes stopped),
+    and the spans still queued are exported."""
     gc.freeze()
     try:
         yield
@@ -95,6 +97,9 @@ async def _collector_skips_startup(app: FastAPI) -> AsyncIterator[None]:
         from sentient_assist.llm.mcp import close_all  # no MCP SDK import: it closes what is open
 
         await close_all()
+        tracing = getattr(app.state, "tracing", None)
+        if tracing is not None:  # the last spans exported: uvicorn's exit by signal skips the SDK's atexit
+            await asyncio.to_thread(tracing.close)
 
 
 def add_routes(

@@ -59,7 +59,7 @@ def tracing_for(tracer_provider: Any = None) -> Tracing | None:
             ) from None
         provider = TracerProvider()  # its resource and sampler from the OTEL_* environment
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        tracer_provider = provider
+        return Tracing(provider, owned=True)
     return Tracing(tracer_provider)
 
 

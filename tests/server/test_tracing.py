@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -460,3 +461,18 @@ def test_the_openai_and_mcp_faces_have_their_server_spans_with_the_run_under_the
         agents = by_name(spans, "invoke_agent ")
         assert len(agents) == 1 and agents[0].status_code == OK
         assert agents[0].parent_span_id in {s.span_id for s in servers}
+
+
+def test_spans_still_queued_at_sigterm_are_exported_before_the_process_exits(receiver):
+    # The batch processor's schedule is long here (as its default 5 s is, against a request of
+    # milliseconds): the spans are still queued when SIGTERM comes, and uvicorn ends its
+    # process by the signal, so only the app's shutdown can export them.
+    env = {**otel_env(receiver, "assist-flush"), "OTEL_BSP_SCHEDULE_DELAY": "600000"}
+    with running_server(env) as server:
+        assert_well_ended(read_stream(server.url, new_body("hello"), timeout=20))
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=15) in (0, -signal.SIGTERM)
+    spans = receiver.wait_for(
+        lambda spans: any(s.service == "assist-flush" and s.name == "POST /assist" for s in spans)
+    )
+    assert len(by_name([s for s in spans if s.service == "assist-flush"], "invoke_agent ")) == 1
