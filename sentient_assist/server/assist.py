@@ -196,9 +196,15 @@ class Assist:
 
 
 def service_sealer(settings: Settings) -> PauseSealer:
-    """The sealer of a service built with `settings`: its ASSIST_RESUME_SECRET and ASSIST_RESUME_TTL."""
+    """The sealer of a service built with `settings`: its ASSIST_RESUME_SECRET and ASSIST_RESUME_TTL;
+    with ASSIST_REDIS_URL, its pauses are answered once across the replicas sharing that Redis."""
     secret = settings.resume_secret.get_secret_value().encode() if settings.resume_secret else None
-    return sealer_for(secret, settings.resume_ttl)
+    answered = None
+    if settings.redis_url is not None:
+        from sentient_assist.server.answered_pauses import RedisAnsweredPauses
+
+        answered = RedisAnsweredPauses(settings.redis_url.get_secret_value())
+    return sealer_for(secret, settings.resume_ttl, answered)
 
 
 class AssistRoute(APIRoute):

@@ -12,7 +12,7 @@ from sentient_assist.runtime.errors import SettingsError
 
 ENV_PREFIX = "ASSIST_"
 # Values never repeated in an error message.
-_SECRET_FIELDS = {"api_keys", "model_api_key", "resume_secret"}
+_SECRET_FIELDS = {"api_keys", "model_api_key", "resume_secret", "redis_url"}
 
 
 def _comma_separated(value: object) -> object:
@@ -65,6 +65,10 @@ class Settings(BaseSettings):
         description="Signs the tokens of paused runs (ASK_USER, INTERRUPT); empty: a random one per process.",
     )
     resume_ttl: float = Field(86_400, gt=0, description="Seconds a paused run can be resumed.")
+    redis_url: SecretStr | None = Field(
+        None,
+        description="The Redis that replicas share (redis://...); empty: what they would share is kept per process.",
+    )
     log_format: Literal["text", "json"] = Field("text", description="`text` or `json` lines.")
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = Field(
         "info", description="Log level."
