@@ -763,6 +763,12 @@ if schemathesis is not None:
         ):
             # Keep the agent on its quiet behaviour; the generated text still travels.
             body["query"]["prompt"] = "session:" + body["query"]["prompt"]
+        if case.operation.path == "/agui" and isinstance(body, dict) and isinstance(body.get("messages"), list):
+            # The same for /agui, whose prompt is the last user message (a list of parts: made one).
+            for message in body["messages"]:
+                if isinstance(message, dict) and message.get("role") == "user":
+                    text = message.get("content")
+                    message["content"] = "session:" + (text if isinstance(text, str) else "")
         excluded = [
             # The request schema and the validator differ on purpose or by a gap JSON Schema
             # cannot close, so "schema-valid must be accepted" and "schema-invalid must be

@@ -1,0 +1,1 @@
+"""The served agent as an AG-UI backend: `POST /agui` (the `agui` extra; docs/agui.md)."""

@@ -1,0 +1,151 @@
+"""The served agent as an AG-UI backend: `POST /agui` takes a `RunAgentInput` and streams the
+run as AG-UI events, for CopilotKit, `@ag-ui/client`'s HttpAgent and any other AG-UI front end.
+
+    request -> the app's middleware -> FastAPI's router -> AguiRoute: the key (401), the body's
+    declared size (413), a place under ASSIST_MAX_STREAMS (503), as for /assist -> FastAPI reads
+    and validates the body as ag-ui-protocol's RunAgentInput (422 naming the field) ->
+    `AguiFace.run`: the messages -> query and session, a pause resumed (400, 409), the client's
+    tools, context and state (400) -> the same Run and EventStream as /assist's, its events read
+    by sentient_assist/server/agui/events.py and written by ag-ui-protocol's EventEncoder
+
+It is the same service as /assist, not a second one: the same `Assist` instance's keys, stream
+budget (one ASSIST_MAX_STREAMS for every face), body limits, time limit (a RUN_ERROR, code 504),
+keepalive pings (SSE comments, which AG-UI clients skip), disconnect-cancels (an aborted run
+ends its agent) and shutdown grace. docs/agui.md has the mapping and every choice made where
+AG-UI is silent.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from ag_ui.core import RunAgentInput
+from fastapi import APIRouter, Request, Security
+from fastapi.params import Depends
+from fastapi.routing import APIRoute
+from starlette.datastructures import Headers
+from starlette.types import Receive, Scope, Send
+
+from sentient_assist.protocol.request import MAX_NAME_LENGTH
+from sentient_assist.runtime.pauses import PauseRefused, claim
+from sentient_assist.runtime.run import RunStats
+from sentient_assist.server.agui.events import AguiHook, AguiWriter
+from sentient_assist.server.agui.request import bad_input, conversation_of, hold_run_input
+from sentient_assist.server.agui.tools import served_agent
+from sentient_assist.server.assist import RESPONSES as ASSIST_RESPONSES
+from sentient_assist.server.assist import STATE_AGENT, STATE_STATS, Assist
+from sentient_assist.server.auth import BEARER_SCHEME
+from sentient_assist.server.event_stream import MEDIA_TYPE, EventStream
+from sentient_assist.server.request_id import request_id_of
+
+AGUI_PATH = "/agui"
+
+_STREAM_DESCRIPTION = """\
+AG-UI events as Server-Sent Events, written by ag-ui-protocol's EventEncoder: one `data:` line
+of JSON per event, `RUN_STARTED` first, `RUN_FINISHED` (or `RUN_ERROR`) last. Keepalive pings
+are comment lines (`: ping`).
+"""
+# One SSE event of the stream, in the shape OpenAPI 3.2 gives server-sent events: AG-UI's have no `event:`.
+_SSE_EVENT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "data": {"type": "string", "contentMediaType": "application/json", "description": "An AG-UI event, as JSON."}
+    },
+    "required": ["data"],
+}
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {MEDIA_TYPE: {"itemSchema": _SSE_EVENT_SCHEMA}}},
+    400: {"description": "The input is not a run this agent can answer; `detail` names the field."},
+    401: ASSIST_RESPONSES[401],
+    408: ASSIST_RESPONSES[408],
+    409: {"description": "The interrupt (or client tool call) the input answers was answered before."},
+    413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES."},
+    422: {"description": "The body is not an AG-UI RunAgentInput; `detail` names each bad field."},
+    503: {"description": "At ASSIST_MAX_STREAMS (every face counts), or shutting down; see `Retry-After`."},
+}
+
+
+class AguiFace:
+    """POST /agui for the agent of `assist`, under its limits."""
+
+    def __init__(self, assist: Assist) -> None:
+        self.assist = assist
+        self.agent = assist.agent
+
+    def router(self, path: str = AGUI_PATH) -> APIRouter:
+        """A router holding the face's route at `path`; include it in any FastAPI app."""
+        router = APIRouter(tags=["AG-UI"])
+        security: list[Depends] = [Security(BEARER_SCHEME)] if self.assist.keys else []
+        router.add_api_route(
+            path,
+            self.run,
+            methods=["POST"],
+            name="agui",
+            status_code=200,
+            summary="Run the agent as an AG-UI backend (CopilotKit, @ag-ui/client)",
+            response_class=EventStream,
+            response_description=_STREAM_DESCRIPTION,
+            responses=RESPONSES,
+            dependencies=security,
+            route_class_override=AguiRoute,
+        )
+        return router
+
+    async def run(self, request: Request, body: RunAgentInput) -> EventStream:
+        """The agent's run for this input, streamed as AG-UI events."""
+        # Echoed in RUN_STARTED and RUN_FINISHED: names, not texts.
+        for param, value in (("threadId", body.thread_id), ("runId", body.run_id)):
+            if len(value) > MAX_NAME_LENGTH:
+                raise bad_input(param, f"at most {MAX_NAME_LENGTH} characters")
+        sealer = self.assist.sealer
+        conversation = conversation_of(body, self.agent.name, sealer)
+        agent = served_agent(self.agent, body, conversation.answers)
+        session = conversation.session
+        if session.resumed is not None:
+            # Claimed before the stream starts: a second answer to one pause is a 409, not a run.
+            try:
+                session.resumed = await claim(session.resumed, sealer)
+            except PauseRefused as refused:
+                raise bad_input(conversation.pause_param or "resume", str(refused), refused.status) from None
+        hold_run_input(body)  # for run_input(), in the run's task (it copies this context)
+        stats = RunStats(request_id_of(request))
+        setattr(request.state, STATE_AGENT, self.agent.name)
+        setattr(request.state, STATE_STATS, stats)
+        # As /assist's: the body's bytes and JSON are not needed again; the run holds its models.
+        vars(request).pop("_json", None)
+        vars(request).pop("_body", None)
+        writer = AguiWriter(
+            body.thread_id,
+            body.run_id,
+            self.agent.name,
+            client_tools=frozenset(tool.name for tool in body.tools or ()),
+            answered_calls=frozenset(conversation.answers),
+        )
+        return EventStream(
+            agent,
+            session,
+            conversation.query,
+            stats,
+            self.assist.streams,
+            make_hook=partial(AguiHook, writer=writer),
+            sealer=sealer,
+        )
+
+
+class AguiRoute(APIRoute):
+    """As `AssistRoute` (sentient_assist/server/assist.py): the key, the body's bound and a place
+    under ASSIST_MAX_STREAMS, in the same budget, before FastAPI reads the body; the place is
+    held until the stream ends."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] not in (self.methods or ()):
+            await super().handle(scope, receive, send)  # FastAPI's 405
+            return
+        face: AguiFace = self.endpoint.__self__  # type: ignore[attr-defined]
+        assist = face.assist
+        body = assist.admit(Headers(scope=scope), receive)
+        try:
+            await super().handle(scope, body, send)
+        finally:
+            assist.gate.leave()

@@ -1,0 +1,58 @@
+"""/agui in an app, when ag-ui-protocol is there: found without importing it, so that the
+service starts, and an app of yours builds, without the extra."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import logging
+from collections.abc import Sequence
+
+from fastapi import APIRouter, FastAPI
+from fastapi.params import Depends
+
+from sentient_assist.server.assist import Assist
+
+EXTRA = "pip install 'sentient-assist[agui]'"
+
+logger = logging.getLogger("sentient_assist.server")
+
+
+def sdk_missing() -> str | None:
+    """Why the AG-UI face cannot be served here (no ag-ui-protocol 1.x), or None when it can."""
+    try:
+        found = importlib.util.find_spec("ag_ui") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        return f"it needs the ag-ui-protocol package (1.x): {EXTRA}"
+    try:
+        version = importlib.metadata.version("ag-ui-protocol")
+    except importlib.metadata.PackageNotFoundError:
+        return None  # an ag_ui of no known version (a checkout): taken as it is
+    if not version.startswith("1."):
+        return f"it needs ag-ui-protocol 1.x, not {version}: {EXTRA}"
+    return None
+
+
+def add_agui(
+    app: FastAPI | APIRouter,
+    assist: Assist,
+    agui_path: str,
+    *,
+    prefix: str = "",
+    dependencies: Sequence[Depends] = (),
+    required: bool = True,
+) -> None:
+    """POST `{prefix}{agui_path}`: the agent of `assist` as an AG-UI backend, under its keys and
+    limits. Without ag-ui-protocol: ImportError naming the extra when `required`, else one log
+    line and no route."""
+    missing = sdk_missing()
+    if missing is not None:
+        if required:
+            raise ImportError(f"The AG-UI face ({agui_path}) is not served: {missing}")
+        logger.info("%s is not served: %s", agui_path, missing)
+        return
+    from sentient_assist.server.agui.face import AguiFace
+
+    app.include_router(AguiFace(assist).router(agui_path), prefix=prefix, dependencies=list(dependencies))

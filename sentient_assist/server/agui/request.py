@@ -1,0 +1,237 @@
+"""An AG-UI `RunAgentInput` as the agent's query and session.
+
+    messages: [system?, user, assistant, (tool...), user, ..., user]
+        -> session.interactions: one per earlier user message, answered by the text of the
+           assistant messages that follow it
+        -> query.prompt: the last user message's text
+
+A run that answers a pause is one of two kinds (sentient_assist/server/agui/pauses.py):
+
+- `resume: [{interruptId, status, payload}]` answers the interrupt that ended the last run
+  (ASK_USER, INTERRUPT): the prompt is the payload's text, and the last user turn the one paused.
+- messages that end with tool messages answer a call of a client's tool, named by the
+  assistant message before them, whose call carries the pause in its `encryptedValue`.
+
+Everything else of the input reaches the agent: `state` and `context` (and the client's tools)
+an LLMAgent's model reads (sentient_assist/server/agui/tools.py), and any agent finds the input
+itself in `run_input()` while it runs.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from ag_ui.core import AssistantMessage, RunAgentInput, ToolMessage, UserMessage
+from fastapi import HTTPException
+from ulid import ULID
+
+from sentient_assist.llm.tools import ToolOutcome
+from sentient_assist.protocol.conventions import FINAL_RESPONSE
+from sentient_assist.protocol.events import DocumentEvent, TextBlockEvent
+from sentient_assist.protocol.history import History, TurnReader
+from sentient_assist.protocol.request import (
+    MAX_INTERACTIONS,
+    MAX_PARTS,
+    AssistRequest,
+    AssistRequestContent,
+    AssistRequestContentPart,
+    AssistRequestContentParts,
+    Interaction,
+    Query,
+    RequestMessage,
+    ResponseMessage,
+    SessionObject,
+)
+from sentient_assist.runtime.pauses import PauseKind, PauseRefused, PauseSealer, resumption_of
+from sentient_assist.runtime.session import Session
+from sentient_assist.server.agui.pauses import APPROVED, EVENT_NAMES, answer_text, pause_of
+from sentient_assist.server.assist import hold_history
+
+# A thread of MAX_INTERACTIONS turns, each a user message and a few of the agent's.
+MAX_MESSAGES = 4 * MAX_INTERACTIONS
+ANSWER_SEPARATOR = "\n\n"  # between two assistant messages of one turn, as one answer
+OMITTED = "[non-text content omitted]"  # a part of an earlier message the agent cannot read
+
+_RUN_INPUT: ContextVar[RunAgentInput | None] = ContextVar("agui_run_input", default=None)
+
+
+def run_input() -> RunAgentInput | None:
+    """The AG-UI input of the run this code is part of: its thread and run ids, state, context,
+    tools, forwarded props and resume entries; its messages are the session's history and query
+    (an empty list here); None outside a run of /agui."""
+    return _RUN_INPUT.get()
+
+
+def bad_input(param: str, message: str, status: int = 400) -> HTTPException:
+    """A refusal of the input, naming the field (as FastAPI's 422 names one: `detail`)."""
+    return HTTPException(status, f"{param}: {message}")
+
+
+@dataclass(frozen=True)
+class AguiConversation:
+    """What a run of /agui answers: the query, its session (a pause it resumes checked), the
+    client's tool calls it answers (by id), and where the pause it resumes came from."""
+
+    query: Query
+    session: Session
+    answers: dict[str, ToolOutcome]
+    pause_param: str | None
+
+
+def conversation_of(body: RunAgentInput, agent_name: str, sealer: PauseSealer) -> AguiConversation:
+    """The query and session an agent answers for this input; HTTPException (400) naming what
+    cannot be, a pause's token that `sealer` does not hold among them (before the agent runs)."""
+    messages = body.messages
+    if len(messages) > MAX_MESSAGES:
+        raise bad_input("messages", f"at most {MAX_MESSAGES} messages are read")
+    last = len(messages) - 1
+    turns: list[tuple[list[str], list[str]]] = []  # (the user's parts, the answers' texts)
+    for index, message in enumerate(messages):
+        if isinstance(message, UserMessage):
+            turns.append((_parts(message.content, index, is_query=index == last), []))
+        elif isinstance(message, AssistantMessage) and message.content and turns:
+            turns[-1][1].append(message.content)
+        # system, developer, tool, reasoning and activity messages are not a turn's text
+    if not turns:
+        raise bad_input("messages", "no user message: a run answers the user's last message")
+    if len(turns) - 1 > MAX_INTERACTIONS:
+        raise bad_input("messages", f"at most {MAX_INTERACTIONS} earlier user messages are read")
+    pause: tuple[PauseKind, str] | None = None
+    answers: dict[str, ToolOutcome] = {}
+    if body.resume:
+        # Answering the interrupt that ended the last run: the last user turn is the one paused.
+        if len(body.resume) > 1:
+            raise bad_input("resume", "one interrupt is answered at a time (a run here ends with one)")
+        entry = body.resume[0]
+        pause = pause_of(entry.interrupt_id)
+        pause_param = "resume[0].interruptId"
+        if pause is None:
+            raise bad_input(pause_param, "not an interrupt this service made")
+        prompt = answer_text(entry.payload, cancelled=entry.status == "cancelled")
+        past = turns
+    elif isinstance(messages[last], ToolMessage):
+        # Answering a call of a client's tool: its answer resumes the run that made the call.
+        pause, answers, pause_param = _client_tool_answers(body)
+        prompt = APPROVED  # the call was the client's to make: it is made (llm/asking.py's approval)
+        past = turns
+    elif isinstance(messages[last], UserMessage):
+        pause_param = None
+        prompt = "\n".join(turns[-1][0])
+        past = turns[:-1]
+    else:
+        raise bad_input(f"messages[{last}].role", "the last message must be the user's, or a tool's answer")
+    # The past turns kept compact (protocol/history.py): their models are built if the agent reads them.
+    records: list[list[Any]] = [[parts, texts, None] for parts, texts in past]
+    if pause is not None:
+        records[-1][2] = list(pause)
+    history = History(records, partial(_interactions_of, ULID(), agent_name), TURN_READER)
+    hold_history(history)  # in the service's ASSIST_MAX_HISTORY_BYTES_TOTAL (503 past it)
+    session_object = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID())
+    session_object.__dict__["interactions"] = history
+    session = Session(session_object)
+    query = Query(id=ULID(), prompt=prompt)
+    if pause is not None and pause_param is not None:
+        try:
+            session.resumed = resumption_of(session, prompt, sealer)
+        except PauseRefused as refused:
+            raise bad_input(pause_param, str(refused), refused.status) from None
+    return AguiConversation(query, session, answers, pause_param)
+
+
+def _client_tool_answers(body: RunAgentInput) -> tuple[tuple[PauseKind, str], dict[str, ToolOutcome], str]:
+    """The pause the trailing tool messages answer (the token on the call they answer), and
+    what each answered call came to."""
+    messages = body.messages
+    start = len(messages)
+    while start > 0 and isinstance(messages[start - 1], ToolMessage):
+        start -= 1
+    answered: dict[str, ToolOutcome] = {}
+    for index in range(start, len(messages)):
+        message = messages[index]
+        assert isinstance(message, ToolMessage)
+        content = "\n".join(_parts(message.content, index))
+        answered[message.tool_call_id] = (
+            ToolOutcome(error=message.error) if message.error else ToolOutcome(result=content)
+        )
+    for index in range(start - 1, -1, -1):
+        message = messages[index]
+        if not isinstance(message, AssistantMessage) or not message.tool_calls:
+            continue
+        for position, call in enumerate(message.tool_calls):
+            if call.id in answered and call.encrypted_value:
+                param = f"messages[{index}].toolCalls[{position}].encryptedValue"
+                pause = pause_of(call.encrypted_value)
+                if pause is None:
+                    raise bad_input(param, "not a call this service made")
+                return pause, answered, param
+        break
+    raise bad_input(
+        f"messages[{len(messages) - 1}]",
+        "a tool message answers a call of a client's tool this agent made (the call, with its "
+        "encryptedValue, in the assistant message before it); ask with a user message instead",
+    )
+
+
+def _parts(content: Any, index: int, *, is_query: bool = False) -> list[str]:
+    """A message's text: a string, or its text parts. A part that is not text is refused in the
+    query, and stands as a placeholder in the history."""
+    if isinstance(content, str):
+        return [content]
+    if len(content) > MAX_PARTS:
+        raise bad_input(f"messages[{index}].content", f"at most {MAX_PARTS} parts")
+    texts: list[str] = []
+    for position, part in enumerate(content):
+        if part.type == "text":
+            texts.append(part.text)
+        elif is_query:
+            raise bad_input(
+                f"messages[{index}].content[{position}].type", "only text parts are read (the agent reads text)"
+            )
+        else:
+            texts.append(OMITTED)
+    return texts
+
+
+def _interactions_of(chat_id: ULID, source: str, records: list[Any]) -> list[Interaction]:
+    """The interactions of the turns `conversation_of` read."""
+    return [_interaction(chat_id, source, *record) for record in records]
+
+
+def _interaction(
+    chat_id: ULID, source: str, parts: list[str], answers: list[str], pause: list[Any] | None
+) -> Interaction:
+    """A turn as Sentient Chat keeps it: the answer's text as FINAL_RESPONSE, and the pause
+    that ended it, for the run that resumes it."""
+    content = AssistRequestContent(
+        request_payload=AssistRequestContentParts(parts=[AssistRequestContentPart(prompt=part) for part in parts])
+    )
+    events: list[Any] = []
+    if answers:
+        text = ANSWER_SEPARATOR.join(answers)
+        events.append(TextBlockEvent(event_name=FINAL_RESPONSE, source=source, content=text))
+    if pause is not None:
+        kind, token = pause
+        payload = {"question": "", "token": token, "resumable": True}
+        events.append(DocumentEvent(event_name=EVENT_NAMES[kind], source=source, content=payload))
+    return Interaction(
+        request=RequestMessage(event=AssistRequest(chatId=chat_id, content=content)),
+        responses=[ResponseMessage(event=event) for event in events],
+    )
+
+
+def _pause_of(record: list[Any]) -> tuple[str, str] | None:
+    pause = record[2]
+    return None if pause is None else (EVENT_NAMES[pause[0]], pause[1])
+
+
+# What a resume reads of the turns `conversation_of` read: [parts, answers, pause or None].
+TURN_READER = TurnReader(prompt=lambda record: "\n".join(record[0]), pause=_pause_of)
+
+
+def hold_run_input(body: RunAgentInput) -> None:
+    """Make `body` the input `run_input()` gives the run started from this request's task,
+    without its messages: the session holds them, compact, for as long as the run lasts."""
+    _RUN_INPUT.set(body.model_copy(update={"messages": []}))
