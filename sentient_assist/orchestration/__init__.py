@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from sentient_assist._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from sentient_assist.orchestration.a2a_agent import A2AAgent
     from sentient_assist.orchestration.broadcast import (
         FallbackResult,
         Outcome,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from sentient_assist.orchestration.rules import Route, Router, Rule, request_metadata
 
 _HOMES = {
+    "A2AAgent": "sentient_assist.orchestration.a2a_agent",
     "CallPolicy": "sentient_assist.orchestration.calls",
     "CallResult": "sentient_assist.orchestration.calls",
     "FallbackResult": "sentient_assist.orchestration.broadcast",
@@ -54,6 +56,7 @@ _HOMES = {
     "run_one": "sentient_assist.orchestration.broadcast",
 }
 __all__ = [
+    "A2AAgent",
     "CallPolicy",
     "CallResult",
     "FallbackResult",

@@ -1,0 +1,170 @@
+"""The served agent as a2a-sdk's AgentExecutor: one message of a task, one Run of the agent.
+
+The SDK's request handler calls `execute` for each message of a task (a task's messages one at
+a time), in a task of its own, with the task as its store has it. The run is /assist's own Run:
+the same time limit, shutdown grace and pause sealer; its events go to the task through
+`TaskAnswer` (answer.py). A run belongs to the request that started it (`RequestRuns`): the
+request's place under ASSIST_MAX_STREAMS is held until both have ended. A run whose client left
+(a stream dropped, or `returnImmediately`) goes on, as A2A has tasks outlive their connections:
+GetTask and SubscribeToTask find what it did, CancelTask stops it, and its time limit ends it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from a2a.helpers import new_text_part
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.cluster import StoredTask, VersionedTaskStore
+from a2a.server.context import ServerCallContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskStore, TaskUpdater
+from a2a.types.a2a_pb2 import Task, TaskState, TaskStatus
+from ulid import ULID
+
+from sentient_assist.protocol.request import Query
+from sentient_assist.runtime.run import Run, RunOutcome, RunStats
+from sentient_assist.server import metrics
+from sentient_assist.server.a2a.answer import TaskAnswer
+from sentient_assist.server.a2a.conversation import (
+    METADATA_KEY,
+    ConversationError,
+    earlier_of,
+    prompt_of,
+    session_of,
+)
+from sentient_assist.server.a2a.stores import MAX_CONTEXT_TASKS
+from sentient_assist.server.assist import Assist
+from sentient_assist.server.limits import StreamGate
+
+# The least time between two sends of a run's events to its task (bench/README.md, "/a2a").
+UPDATE_INTERVAL_SECONDS = 0.02
+# Where a request's RequestRuns and id travel, from the route to the executor (ServerCallContext.state).
+STATE_RUNS = "assist_a2a_runs"
+STATE_REQUEST_ID = "assist_request_id"
+
+logger = logging.getLogger("sentient_assist.server")
+
+
+class RequestRuns:
+    """The runs one request started. The request's place under ASSIST_MAX_STREAMS is left once
+    the request and every run it started have ended."""
+
+    __slots__ = ("_gate", "_holds", "_runs")
+
+    def __init__(self, gate: StreamGate) -> None:
+        self._gate = gate
+        self._holds = 1  # the request's own
+        self._runs: list[Run[Any]] = []
+
+    def started(self, run: Run[Any]) -> None:
+        self._holds += 1
+        self._runs.append(run)
+
+    def ended(self, run: Run[Any]) -> None:
+        if run in self._runs:
+            self._runs.remove(run)
+            self._release()
+
+    def request_ended(self) -> None:
+        """The request's answer is sent, or its client left; its runs go on to their end."""
+        self._release()
+
+    def _release(self) -> None:
+        self._holds -= 1
+        if self._holds == 0:
+            self._gate.leave()
+
+
+class AgentRunExecutor(AgentExecutor):
+    """Runs the agent of `assist` for each message of a task."""
+
+    def __init__(self, assist: Assist, store: TaskStore | VersionedTaskStore) -> None:
+        self.assist = assist
+        self.store = store  # the face's: the context's earlier tasks are read from it
+        self._runs: dict[str, Run[Any]] = {}  # by task id: the run CancelTask stops
+        self._canceled: set[str] = set()  # the tasks CancelTask ended: their status is written already
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assist, agent = self.assist, self.assist.agent
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        call_context = context.call_context
+        current = context.current_task
+        if current is None:
+            # A new task in a context: the context's earlier tasks are the conversation so far.
+            earlier = [t for t in await self._in_context(context_id, call_context) if t.id != task_id]
+            if context.message is not None:
+                submitted = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
+                task = Task(id=task_id, context_id=context_id, status=submitted, history=[context.message])
+                if earlier:
+                    task.metadata.update({METADATA_KEY: {"earlier": [t.id for t in earlier]}})
+                await event_queue.enqueue_event(task)
+        else:
+            earlier = await self._tasks(earlier_of(current), call_context)
+        try:
+            prompt = prompt_of(context.message)
+            session = session_of(current, agent.name, earlier, max_bytes=assist.max_body_bytes)
+        except ConversationError as bad:
+            await updater.reject(updater.new_agent_message([new_text_part(str(bad))]))
+            return
+        state = context.call_context.state
+        runs: RequestRuns | None = state.get(STATE_RUNS)
+        stats = RunStats(state.get(STATE_REQUEST_ID) or str(ULID()))
+        run: Run[Any] = Run(
+            agent, session, Query(id=ULID(), prompt=prompt), watcher=assist.streams, stats=stats, sealer=assist.sealer
+        )
+        del session
+        self._runs[task_id] = run
+        if runs is not None:
+            runs.started(run)
+        answer = TaskAnswer(updater)
+        try:
+            await updater.start_work()
+            while (batch := run.take_ready()) != []:
+                if batch is None:
+                    await run.ready()
+                    continue
+                await answer.write(batch)
+                # What the agent sends meanwhile goes in the next update: a model's tokens come one
+                # at a time, and each update costs the SDK far more than a frame costs /assist.
+                await asyncio.sleep(UPDATE_INTERVAL_SECONDS)
+            if task_id not in self._canceled:  # else CancelTask wrote its status
+                # The agent raised, timed out or was cut by the shutdown: its task failed, answer or not.
+                await answer.finish(
+                    run_failed=stats.agent_failed or stats.timed_out or stats.outcome is RunOutcome.SHUTDOWN
+                )
+        finally:
+            if self._runs.get(task_id) is run:
+                del self._runs[task_id]
+            self._canceled.discard(task_id)
+            run.reader_left()
+            metrics.observe_stream(stats)
+            if runs is not None:
+                runs.ended(run)
+
+    async def _in_context(self, context_id: str, call_context: ServerCallContext) -> list[Task]:
+        in_context = getattr(self.store, "in_context", None)
+        return list(await in_context(context_id, call_context)) if in_context is not None and context_id else []
+
+    async def _tasks(self, ids: list[str], call_context: ServerCallContext) -> list[Task]:
+        tasks = []
+        for task_id in ids[-MAX_CONTEXT_TASKS:]:
+            found = await self.store.get(task_id, call_context)
+            if isinstance(found, StoredTask):
+                found = found.task
+            if found is not None:
+                tasks.append(found)
+        return tasks
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        """CancelTask: the task's run ends now (the SDK then cancels `execute`), the task canceled."""
+        run = self._runs.get(context.task_id or "")
+        if run is not None:
+            self._canceled.add(context.task_id or "")
+            logger.info("A2A task canceled by its client (request %s)", run.stats.request_id)
+            run.stop(outcome=RunOutcome.DISCONNECTED)
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        await updater.cancel()

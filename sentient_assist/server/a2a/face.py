@@ -1,0 +1,253 @@
+"""The served agent as an A2A agent: its card at `GET /.well-known/agent-card.json`, JSON-RPC at
+`POST /a2a` (docs/a2a.md).
+
+    request -> the app's middleware -> FastAPI's router -> A2ARoute: the key (401), the body's
+    declared size (413), a place under ASSIST_MAX_STREAMS (503), as for /assist; the body, read
+    bounded in size and time (413, 408) -> `A2AFace.endpoint` -> a2a-sdk's JsonRpcDispatcher and
+    DefaultRequestHandler (A2A 1.0's SendMessage, SendStreamingMessage, GetTask, ListTasks,
+    CancelTask, SubscribeToTask; 0.3's message/send, message/stream, tasks/get, tasks/cancel, ...
+    through the SDK's compatibility layer) -> AgentRunExecutor: the same Run as /assist's, its
+    events as task updates (answer.py)
+
+It is the same service as /assist, not a second one: the same `Assist` instance's keys, stream
+budget (every POST holds a place while it is answered, and until the run it started ends: a run
+whose client left goes on, as A2A tasks outlive their connections), body limits, time limit (a
+request is answered within it and WRITE_GRACE_SECONDS, or cut off), pause sealer and shutdown
+grace. Refusals before
+the SDK sees the request are JSON-RPC errors (`id: null`) with the HTTP status and headers
+/assist would answer with. The card is public, as A2A has it: it names the bearer scheme when
+ASSIST_API_KEYS is set, and every call needs a key then.
+
+Tasks are kept where every replica finds them when the service has a Redis (stores.py), and a
+task's next message is answered by whichever replica it reaches: the conversation is read back
+from the task (conversation.py), its pause checked by its sealed token.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+from a2a.server.cluster import VersionedTaskStore
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+from a2a.server.routes import DefaultServerCallContextBuilder
+from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
+from a2a.server.tasks import TaskStore
+from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from fastapi import APIRouter, HTTPException, Request, Security
+from fastapi.params import Depends
+from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
+from starlette.datastructures import Headers
+from starlette.responses import Response
+from starlette.types import Message, Receive, Scope, Send
+
+from sentient_assist.server.a2a.card import agent_card
+from sentient_assist.server.a2a.executor import STATE_REQUEST_ID, STATE_RUNS, AgentRunExecutor, RequestRuns
+from sentient_assist.server.a2a.stores import BoundedTaskStore, KeyUser, RedisTaskStore, owner_of
+from sentient_assist.server.assist import Assist
+from sentient_assist.server.auth import BEARER_SCHEME
+from sentient_assist.server.event_stream import abort_connection
+from sentient_assist.server.limits import CLIENT_CLOSED_REQUEST
+from sentient_assist.server.open_streams import CUT_OFF_AFTER_SECONDS
+from sentient_assist.server.request_id import request_id_of
+from sentient_assist.server.routes import get_and_head
+from sentient_assist.server.settings import Settings
+
+A2A_PATH = "/a2a"
+CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
+# After its time limit, what a request has to send its answer before it is cut off (as /mcp's).
+WRITE_GRACE_SECONDS = CUT_OFF_AFTER_SECONDS + 1.5
+# A task waiting for input is let go from this process after this long (its state is in the
+# store: the next message takes it up again, here or on another replica). Without it, every
+# paused task would hold the SDK's background tasks for as long as the process runs.
+PARKED_TASK_SECONDS = 10.0
+INVALID_REQUEST, INTERNAL_ERROR = -32600, -32603
+
+logger = logging.getLogger("sentient_assist.server")
+
+_JSONRPC = {"content": {"application/json": {"schema": {"type": "object"}}}}
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The JSON-RPC answer: `application/json`, or for SendStreamingMessage and "
+        "SubscribeToTask Server-Sent Events, one JSON-RPC response (a StreamResponse) per `data:` line.",
+    },
+    401: {
+        "description": "ASSIST_API_KEYS is set and the request has no valid `Authorization: Bearer` key.",
+        **_JSONRPC,
+    },
+    408: {"description": "The body did not arrive in full within ASSIST_BODY_TIMEOUT seconds.", **_JSONRPC},
+    413: {"description": "The body is larger than ASSIST_MAX_BODY_BYTES.", **_JSONRPC},
+    503: {"description": "At ASSIST_MAX_STREAMS (every face counts), or shutting down; see `Retry-After`.", **_JSONRPC},
+}
+
+
+def jsonrpc_refusal(exc: HTTPException) -> Response:
+    """A refusal the SDK never saw, as A2A clients read one: a JSON-RPC error with no id."""
+    code = INTERNAL_ERROR if exc.status_code >= 500 else INVALID_REQUEST
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": str(exc.detail)}}
+    return JSONResponse(body, status_code=exc.status_code, headers=dict(exc.headers or {}))
+
+
+class CallContextBuilder(DefaultServerCallContextBuilder):
+    """The SDK's call context, with the caller's key as its user (a client sees its own key's
+    tasks), the request's runs and id, and no Authorization header among its headers."""
+
+    def __init__(self, with_keys: bool) -> None:
+        self.with_keys = with_keys
+
+    def build(self, request: Request) -> ServerCallContext:
+        context = super().build(request)
+        headers = context.state.get("headers")
+        if isinstance(headers, dict):
+            headers.pop("authorization", None)
+        context.user = KeyUser(owner_of(request.headers.get("authorization")) if self.with_keys else "")
+        context.state[STATE_RUNS] = request.scope.get("state", {}).get(STATE_RUNS)
+        context.state[STATE_REQUEST_ID] = request_id_of(request)
+        return context
+
+
+class A2AFace:
+    """The agent card and `POST {path}` for the agent of `assist`, under its limits."""
+
+    def __init__(self, assist: Assist, settings: Settings, path: str = A2A_PATH) -> None:
+        self.assist = assist
+        self.agent = assist.agent
+        self.path = path
+        self.public_url = settings.public_url.rstrip("/") if settings.public_url else None
+        self.redis: Any = None
+        store: TaskStore | VersionedTaskStore
+        if settings.redis_url is not None:
+            import redis.asyncio
+
+            self.redis = redis.asyncio.from_url(settings.redis_url.get_secret_value())
+            store = RedisTaskStore(self.redis, settings.resume_ttl)
+        else:
+            store = BoundedTaskStore(settings.resume_ttl)
+        self.store = store
+        with_keys = bool(assist.keys)
+        self.executor = AgentRunExecutor(assist, store)
+        # The handler reads the card for what the agent can do (streaming); its URL is the card route's to say.
+        self.handler = DefaultRequestHandler(
+            self.executor,
+            store,
+            agent_card(self.agent, path, with_keys=with_keys),
+            interrupted_task_timeout=PARKED_TASK_SECONDS,
+        )
+        self.dispatcher = JsonRpcDispatcher(
+            self.handler,
+            context_builder=CallContextBuilder(with_keys),
+            enable_v0_3_compat=True,
+            # A stream lasts through the shutdown grace its run gets (then it ends with the run's 503).
+            shutdown_grace_period=settings.shutdown_grace + WRITE_GRACE_SECONDS,
+        )
+
+    def router(self) -> APIRouter:
+        """A router holding the card's route and POST `path`; its lifespan closes the SDK's
+        handler (and the Redis connection) at shutdown."""
+        router = APIRouter(lifespan=self._lifespan, tags=["A2A"])
+        # GET and HEAD, as every GET route of the service (sentient_assist/server/routes.py).
+        get_and_head(
+            router, CARD_PATH, self.card, name="a2a_agent_card", summary="The agent's A2A card (public, as A2A has it)"
+        )
+        security: list[Depends] = [Security(BEARER_SCHEME)] if self.assist.keys else []
+        router.add_api_route(
+            self.path,
+            self.endpoint,
+            methods=["POST"],
+            name="a2a",
+            summary="The agent as an A2A agent (JSON-RPC 2.0; A2A 1.0, and 0.3's method names)",
+            response_class=JSONResponse,
+            responses=RESPONSES,
+            dependencies=security,
+            route_class_override=A2ARoute,
+        )
+        return router
+
+    @asynccontextmanager
+    async def _lifespan(self, app: Any) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await self.handler.aclose()
+            if self.redis is not None:
+                await self.redis.aclose()
+
+    async def card(self, request: Request) -> JSONResponse:
+        """The agent card: its name, description and skill, and its JSON-RPC URL."""
+        path = request.url.path
+        prefix = path[: -len(CARD_PATH)] if path.endswith(CARD_PATH) else ""
+        base = self.public_url or f"{request.url.scheme}://{request.url.netloc}"
+        card = agent_card(self.agent, base + prefix + self.path, with_keys=bool(self.assist.keys))
+        return JSONResponse(agent_card_to_dict(card))
+
+    async def endpoint(self, request: Request) -> Response:
+        """A JSON-RPC request of A2A, answered by a2a-sdk (docs/a2a.md)."""
+        return await self.dispatcher.handle_requests(request)
+
+
+class A2ARoute(APIRoute):
+    """The route of `A2AFace.endpoint`: as `AssistRoute` (sentient_assist/server/assist.py), a
+    request passes the key check and takes a place under ASSIST_MAX_STREAMS, and its body is
+    read whole and bounded, before the SDK sees it; a refusal is a JSON-RPC error. Its answer is
+    bounded by the time limit. Middleware and dependencies apply as to any path operation."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] not in (self.methods or ()):
+            await super().handle(scope, receive, send)  # FastAPI's 405
+            return
+        face: A2AFace = self.endpoint.__self__  # type: ignore[attr-defined]
+        assist = face.assist
+        try:
+            body = assist.admit(Headers(scope=scope), receive)
+        except HTTPException as refused:
+            await jsonrpc_refusal(refused)(scope, receive, send)
+            return
+        runs = RequestRuns(assist.gate)
+        try:
+            try:
+                raw = await _read_body(body)
+            except HTTPException as refused:
+                if refused.status_code != CLIENT_CLOSED_REQUEST:  # else nobody is there to answer
+                    await jsonrpc_refusal(refused)(scope, receive, send)
+                return
+            scope.setdefault("state", {})[STATE_RUNS] = runs
+            deadline = assist.streams.time_limit + WRITE_GRACE_SECONDS
+            with anyio.move_on_after(deadline) as bounded:
+                await super().handle(scope, _Replayed(raw, receive), send)
+            if bounded.cancelled_caught:
+                abort_connection(scope)
+                logger.warning("A2A answer cut off past its time limit (request %s)", request_id_of(Request(scope)))
+        finally:
+            runs.request_ended()
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+class _Replayed:
+    """The body, read already, as the one message of a `receive`; then the client's own messages
+    (its leaving), which the SDK's streams listen for."""
+
+    __slots__ = ("_first", "_receive")
+
+    def __init__(self, body: bytes, receive: Receive) -> None:
+        self._first: Message | None = {"type": "http.request", "body": body, "more_body": False}
+        self._receive = receive
+
+    async def __call__(self) -> Message:
+        first, self._first = self._first, None
+        if first is not None:
+            return first
+        return await self._receive()

@@ -1,0 +1,480 @@
+"""/a2a and the agent card: the served agent as an A2A agent (docs/a2a.md), against a real uvicorn
+serving tests/server/a2a_agents.py's A2AFaceAgent. The clients are a2a-sdk's own (A2A 1.0), raw
+HTTP for what a client could send (0.3's method names, bad bodies, no key), two replicas sharing
+a real redis-server, and @a2a-js/sdk's client run by node, a client nobody here wrote."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from a2a.client import Client, ClientConfig, create_client
+from a2a.client.card_resolver import parse_agent_card
+from a2a.helpers import get_artifact_text, get_data_parts, get_message_text, new_text_message
+from a2a.types.a2a_pb2 import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    Task,
+    TaskState,
+)
+from a2a.utils.errors import A2AError
+from google.protobuf.json_format import MessageToDict
+
+from sentient_assist.runtime.run import AGENT_FAILED_MESSAGE, TIMEOUT_MESSAGE
+from tests.support.agents import SECRET
+from tests.support.files import wait_for_file
+from tests.support.redis_server import RunningRedis, running_redis
+from tests.support.server import ROOT, RunningServer, running_server
+
+KEY = "test-key-for-the-a2a-face"
+OTHER_KEY = "another-key-for-the-a2a-face"
+AGENT = {
+    "ASSIST_AGENT": "tests.server.a2a_agents:A2AFaceAgent",
+    "ASSIST_LOG_LEVEL": "warning",
+    "ASSIST_MAX_BODY_BYTES": "16384",
+    "ASSIST_REQUEST_TIMEOUT": "4",
+}
+JS_CLIENT = ROOT / "tests" / "a2a_client"
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[RunningServer]:
+    with running_server(AGENT) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def keyed_server() -> Iterator[RunningServer]:
+    keyed = {**AGENT, "ASSIST_API_KEYS": f"{KEY},{OTHER_KEY}", "ASSIST_PUBLIC_URL": "https://agents.example.com"}
+    with running_server(keyed) as running:
+        yield running
+
+
+@asynccontextmanager
+async def a2a_client(url: str, *, key: str | None = None, streaming: bool = True) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    async with httpx.AsyncClient(timeout=30, headers=headers) as http:
+        client = await create_client(url, ClientConfig(httpx_client=http, streaming=streaming))
+        yield client
+
+
+def user_message(text: str, *, task: Task | None = None) -> SendMessageRequest:
+    message = new_text_message(text, role=Role.ROLE_USER)
+    if task is not None:
+        message.task_id, message.context_id = task.id, task.context_id
+    return SendMessageRequest(message=message)
+
+
+async def responses(client: Client, request: SendMessageRequest) -> list[StreamResponse]:
+    return [response async for response in client.send_message(request)]
+
+
+def artifacts_by_name(task: Task) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for artifact in task.artifacts:
+        data = get_data_parts(artifact.parts)
+        out[artifact.name] = data[0] if data else get_artifact_text(artifact, "")
+    return out
+
+
+def final_task(items: list[StreamResponse]) -> tuple[str, str]:
+    """The task id and context id the stream's events name."""
+    for item in items:
+        if item.HasField("task"):
+            return item.task.id, item.task.context_id
+        if item.HasField("status_update"):
+            return item.status_update.task_id, item.status_update.context_id
+    raise AssertionError("no task in the stream")
+
+
+def test_the_card_names_the_agent_its_skill_and_its_json_rpc_url(server: RunningServer) -> None:
+    card = httpx.get(server.url + "/.well-known/agent-card.json").json()
+    assert card["name"] == "a2a-agent"
+    assert card["description"] == "Test agent for /a2a: its prompt picks a behaviour."
+    assert [skill["id"] for skill in card["skills"]] == ["a2a-agent"]
+    assert card["supportedInterfaces"] == [
+        {"url": server.url + "/a2a", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+    ]
+    assert card["capabilities"]["streaming"] is True
+    assert "securitySchemes" not in card  # no keys: none
+
+
+def test_with_keys_the_card_names_the_bearer_scheme_and_the_public_url(keyed_server: RunningServer) -> None:
+    card = httpx.get(keyed_server.url + "/.well-known/agent-card.json").json()  # public, as A2A has it
+    assert card["supportedInterfaces"][0]["url"] == "https://agents.example.com/a2a"
+    assert card["securitySchemes"]["bearer"]["httpAuthSecurityScheme"]["scheme"] == "Bearer"
+    assert card["securityRequirements"] == [{"schemes": {"bearer": {}}}]
+
+
+async def test_send_answers_with_a_completed_task_holding_every_event_as_an_artifact(server: RunningServer) -> None:
+    async with a2a_client(server.url, streaming=False) as client:
+        [item] = await responses(client, user_message("answer"))
+    task = item.task
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    found = artifacts_by_name(task)
+    assert found["FINAL_RESPONSE"] == "Forty-two."
+    assert found["THINKING"] == "Let me think."
+    assert found["TOOL_CALL"] == {"id": "call-1", "name": "lookup", "arguments": {"q": "answer"}}
+    assert found["SOURCES"]["results"][0]["url"] == "https://example.com"
+    assert [get_message_text(message) for message in task.history] == ["answer"]
+
+
+async def test_a_stream_is_the_task_then_status_and_artifact_updates_in_order(server: RunningServer) -> None:
+    async with a2a_client(server.url) as client:
+        items = await responses(client, user_message("slowly:3"))
+    kinds = [item.WhichOneof("payload") for item in items]
+    assert kinds[0] == "task" and items[0].task.status.state == TaskState.TASK_STATE_SUBMITTED
+    assert items[1].status_update.status.state == TaskState.TASK_STATE_WORKING
+    assert items[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    chunks = [item.artifact_update for item in items if item.HasField("artifact_update")]
+    assert "".join(get_artifact_text(chunk.artifact, "") for chunk in chunks) == "word0 word1 word2 "
+    assert len({chunk.artifact.artifact_id for chunk in chunks}) == 1  # one stream, one artifact
+    assert chunks[0].append is False and all(chunk.append for chunk in chunks[1:])
+    assert chunks[-1].last_chunk and not any(chunk.last_chunk for chunk in chunks[:-1])
+    task_id, _ = final_task(items)
+    async with a2a_client(server.url) as client:
+        task = await client.get_task(GetTaskRequest(id=task_id))
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert artifacts_by_name(task)["FINAL_RESPONSE"] == "word0 word1 word2 "
+
+
+async def test_a_pause_is_input_required_and_the_next_message_resumes_it(server: RunningServer) -> None:
+    async with a2a_client(server.url) as client:
+        items = await responses(client, user_message("ask:trip"))
+        paused = items[-1].status_update.status
+        assert paused.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        assert get_message_text(paused.message).startswith("Which city?")
+        assert get_data_parts(paused.message.parts)[0]["choices"] == ["Oslo", "Lima"]
+        task_id, _ = final_task(items)
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        resumed = await responses(client, user_message("Lima", task=task))
+        assert resumed[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        task = await client.get_task(GetTaskRequest(id=task_id))
+        assert any(get_artifact_text(a, "") == "You chose Lima (step 1)." for a in task.artifacts)
+        assert [get_message_text(m) for m in task.history if m.role == Role.ROLE_USER] == ["ask:trip", "Lima"]
+        # A finished task takes no more messages: the SDK says so, and nothing runs.
+        with pytest.raises(A2AError, match="terminal state"):
+            await responses(client, user_message("Oslo", task=task))
+
+
+async def test_cancel_stops_the_run_and_cancels_the_task(server: RunningServer) -> None:
+    async with a2a_client(server.url) as client:
+        stream = client.send_message(user_message("slowly:100"))
+        task_id = ""
+        async for item in stream:
+            if item.HasField("artifact_update"):
+                task_id = item.artifact_update.task_id
+                break
+        async with a2a_client(server.url) as other:
+            canceled = await other.cancel_task(CancelTaskRequest(id=task_id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        await stream.aclose()
+        task = await client.get_task(GetTaskRequest(id=task_id))
+    assert task.status.state == TaskState.TASK_STATE_CANCELED
+    words = get_artifact_text(task.artifacts[0], "").split()
+    assert 1 <= len(words) < 100
+
+
+async def test_a_client_that_leaves_a_stream_leaves_its_task_running_to_its_end(server: RunningServer) -> None:
+    async with a2a_client(server.url) as client:
+        stream = client.send_message(user_message("slowly:5"))
+        async for item in stream:
+            if item.HasField("artifact_update"):
+                task_id = item.artifact_update.task_id
+                break
+        await stream.aclose()  # the connection closes with the stream
+        for _ in range(100):  # bounded: the run ends in about a second
+            task = await client.get_task(GetTaskRequest(id=task_id))
+            if task.status.state != TaskState.TASK_STATE_WORKING:
+                break
+            await asyncio.sleep(0.1)
+    assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert get_artifact_text(task.artifacts[0], "") == "word0 word1 word2 word3 word4 "
+
+
+async def test_an_error_with_no_answer_fails_the_task_with_its_message(server: RunningServer) -> None:
+    async with a2a_client(server.url, streaming=False) as client:
+        [item] = await responses(client, user_message("error"))
+    status = item.task.status
+    assert status.state == TaskState.TASK_STATE_FAILED
+    assert get_message_text(status.message).startswith("the lookup service is down")
+    assert artifacts_by_name(item.task)["error"]["error_code"] == 502
+
+
+async def test_an_agent_that_raises_fails_its_task_without_a_traceback(server: RunningServer) -> None:
+    async with a2a_client(server.url, streaming=False) as client:
+        [item] = await responses(client, user_message("raise"))
+    task = item.task
+    assert task.status.state == TaskState.TASK_STATE_FAILED  # its partial answer does not make it a success
+    assert get_message_text(task.status.message).startswith(AGENT_FAILED_MESSAGE)
+    error = artifacts_by_name(task)["error"]
+    assert error["error_code"] == 500 and error["details"]["error_type"] == "RuntimeError"
+    assert SECRET not in json.dumps(MessageToDict(task)) and "Traceback" not in json.dumps(MessageToDict(task))
+
+
+def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+
+
+def test_0_3_clients_use_their_own_method_names(server: RunningServer) -> None:
+    message = {"kind": "message", "messageId": "m-1", "role": "user", "parts": [{"kind": "text", "text": "answer"}]}
+    answer = httpx.post(server.url + "/a2a", json=rpc("message/send", {"message": message}), timeout=30).json()
+    assert answer["result"]["kind"] == "task"
+    assert answer["result"]["status"]["state"] == "completed"
+    got = httpx.post(server.url + "/a2a", json=rpc("tasks/get", {"id": answer["result"]["id"]}), timeout=30).json()
+    assert got["result"]["status"]["state"] == "completed"
+
+
+def test_bad_requests_get_json_rpc_errors_that_say_why(server: RunningServer) -> None:
+    url, headers = server.url + "/a2a", {"A2A-Version": "1.0"}
+    empty = {"message": {"messageId": "m-2", "role": "ROLE_USER", "parts": []}}
+    refused = httpx.post(url, json=rpc("SendMessage", empty), headers=headers, timeout=30).json()
+    state = refused.get("result", {}).get("task", {}).get("status", {})
+    assert "error" in refused or state.get("state") == "TASK_STATE_REJECTED"
+    unknown = httpx.post(url, json=rpc("NoSuchMethod", {}), headers=headers, timeout=30).json()
+    assert unknown["error"]["code"] == -32601
+    not_json = httpx.post(url, content=b"{not json", headers={**headers, "Content-Type": "application/json"})
+    assert not_json.json()["error"]["code"] == -32700
+    missing = httpx.post(url, json=rpc("GetTask", {"id": "no-such-task"}), headers=headers, timeout=30).json()
+    assert missing["error"]["code"] == -32001  # TaskNotFoundError
+    too_large = httpx.post(url, content=b"x" * 20_000, headers={"Content-Type": "application/json"}, timeout=30)
+    assert too_large.status_code == 413
+    assert too_large.json()["error"]["message"].startswith("the request body is larger than")
+
+
+def test_a_message_with_no_text_is_rejected_naming_the_field(server: RunningServer) -> None:
+    message = {"messageId": "m-3", "role": "ROLE_USER", "parts": [{"url": "https://example.com/a.png"}]}
+    answer = httpx.post(
+        server.url + "/a2a", json=rpc("SendMessage", {"message": message}), headers={"A2A-Version": "1.0"}, timeout=30
+    ).json()
+    task = answer["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_REJECTED"
+    assert "message.parts" in task["status"]["message"]["parts"][0]["text"]
+
+
+async def test_with_keys_a_call_needs_one_and_sees_its_own_tasks_alone(keyed_server: RunningServer) -> None:
+    url = keyed_server.url + "/a2a"
+    async with httpx.AsyncClient(timeout=30) as http:
+        refused = await http.post(url, json=rpc("GetTask", {"id": "x"}), headers={"A2A-Version": "1.0"})
+        assert refused.status_code == 401
+        assert refused.json()["error"]["code"] == -32600 and refused.json()["id"] is None
+        wrong = await http.post(url, json=rpc("GetTask", {"id": "x"}), headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        card = (await http.get(keyed_server.url + "/.well-known/agent-card.json")).json()
+    card["supportedInterfaces"][0]["url"] = url  # the card names the public URL; the test calls it here
+    async with httpx.AsyncClient(timeout=30, headers={"Authorization": f"Bearer {KEY}"}) as http:
+        client = await create_client(parse_agent_card(card), ClientConfig(httpx_client=http, streaming=False))
+        [item] = await responses(client, user_message("answer"))
+        assert item.task.status.state == TaskState.TASK_STATE_COMPLETED
+        task = await client.get_task(GetTaskRequest(id=item.task.id))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+    # Another key's client does not find it: each key's tasks are its own.
+    other = {"A2A-Version": "1.0", "Authorization": f"Bearer {OTHER_KEY}"}
+    async with httpx.AsyncClient(timeout=30, headers=other) as http:
+        hidden = (await http.post(url, json=rpc("GetTask", {"id": item.task.id}))).json()
+        canceled = (await http.post(url, json=rpc("CancelTask", {"id": item.task.id}))).json()
+    assert hidden["error"]["code"] == -32001 and canceled["error"]["code"] == -32001
+
+
+@pytest.fixture(scope="module")
+def redis() -> Iterator[RunningRedis]:
+    with running_redis() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def replicas(redis: RunningRedis) -> Iterator[tuple[RunningServer, RunningServer]]:
+    shared = {**AGENT, "ASSIST_REDIS_URL": redis.url, "ASSIST_RESUME_SECRET": "one-secret-for-every-replica"}
+    with running_server(shared) as first, running_server(shared) as second:
+        yield first, second
+
+
+async def test_any_replica_answers_a_tasks_next_message_get_and_cancel(
+    replicas: tuple[RunningServer, RunningServer], redis: RunningRedis
+) -> None:
+    first, second = replicas
+    async with a2a_client(first.url) as on_first, a2a_client(second.url) as on_second:
+        items = await responses(on_first, user_message("ask:replicas"))
+        task_id, _ = final_task(items)
+        assert redis.command("EXISTS", f"sentient_assist:a2a:task::{task_id}") == "1"
+        task = await on_second.get_task(GetTaskRequest(id=task_id))
+        assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        resumed = await responses(on_second, user_message("Oslo", task=task))  # the pause answered on the other
+        assert resumed[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+        task = await on_first.get_task(GetTaskRequest(id=task_id))
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        assert any(get_artifact_text(a, "") == "You chose Oslo (step 1)." for a in task.artifacts)
+        # The context's next task, on the first again: its conversation read from Redis.
+        then = user_message("echo-history:r")
+        then.message.context_id = task.context_id
+        items = await responses(on_first, then)
+        echoed = [get_artifact_text(i.artifact_update.artifact, "") for i in items if i.HasField("artifact_update")]
+        assert echoed == ["ask:replicas | Oslo | echo-history:r"]
+
+
+def test_the_a2a_js_client_sends_streams_and_cancels(server: RunningServer) -> None:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed (Debian: apt-get install nodejs npm)")
+    assert (JS_CLIENT / "node_modules" / "@a2a-js" / "sdk").is_dir(), "run: npm ci --prefix tests/a2a_client"
+    completed = subprocess.run(
+        [node, str(JS_CLIENT / "client.mjs"), server.url],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**os.environ, "NODE_NO_WARNINGS": "1"},
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert report["card"] == "a2a-agent"
+    assert report["sent"] == {"state": "completed", "answer": "Forty-two."}
+    assert report["streamed"]["answer"] == "word0 word1 word2 "
+    assert report["streamed"]["kinds"][0] == "task" and report["streamed"]["last"] == "completed"
+    # It breaks out of the stream, then cancels: the task outlived the stream, as A2A has it.
+    assert report["canceled"] == "canceled" and report["after"] == "canceled"
+
+
+async def test_a_task_canceled_on_one_replica_stops_on_the_one_that_runs_it(
+    replicas: tuple[RunningServer, RunningServer],
+) -> None:
+    first, second = replicas
+    async with a2a_client(first.url) as on_first, a2a_client(second.url) as on_second:
+        stream = on_first.send_message(user_message("slowly:50"))
+        async for item in stream:
+            if item.HasField("artifact_update"):
+                task_id = item.artifact_update.task_id
+                break
+        canceled = await on_second.cancel_task(CancelTaskRequest(id=task_id))
+        assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        rest = [item async for item in stream]  # the running replica's next save is refused: it stops
+        last = rest[-1]
+        assert last.HasField("task") and last.task.status.state == TaskState.TASK_STATE_CANCELED
+        task = await on_first.get_task(GetTaskRequest(id=task_id))
+    assert task.status.state == TaskState.TASK_STATE_CANCELED
+    assert len(get_artifact_text(task.artifacts[0], "").split()) < 50
+
+
+async def test_a_contexts_earlier_tasks_are_the_conversation_of_its_next(server: RunningServer) -> None:
+    async with a2a_client(server.url, streaming=False) as client:
+        [first] = await responses(client, user_message("answer"))
+        context_id = first.task.context_id
+        then = user_message("echo-history:two")
+        then.message.context_id = context_id  # a new task in the same context, as A2A clients continue a chat
+        [second] = await responses(client, then)
+        assert artifacts_by_name(second.task)["FINAL_RESPONSE"] == "answer | echo-history:two"
+        # A pause in that context still resumes: its conversation is the one it was asked in.
+        ask = user_message("ask:again")
+        ask.message.context_id = context_id
+        [paused] = await responses(client, ask)
+        assert paused.task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+        [resumed] = await responses(client, user_message("Oslo", task=paused.task))
+    assert resumed.task.status.state == TaskState.TASK_STATE_COMPLETED
+    assert artifacts_by_name(resumed.task)["FINAL_RESPONSE"] == "You chose Oslo (step 1)."
+
+
+def test_the_card_answers_head_as_get_does(server: RunningServer) -> None:
+    head = httpx.head(server.url + "/.well-known/agent-card.json")
+    assert head.status_code == 200 and head.content == b""
+    assert head.headers["content-type"] == "application/json"
+
+
+async def test_a_run_past_the_time_limit_fails_its_task_and_the_agent_is_cancelled(
+    server: RunningServer, tmp_path: Path
+) -> None:
+    cancelled = tmp_path / "cancelled"
+    async with a2a_client(server.url, streaming=False) as client:
+        [item] = await responses(client, user_message(f"hang:{cancelled}"))
+    status = item.task.status
+    assert status.state == TaskState.TASK_STATE_FAILED
+    assert get_message_text(status.message).startswith(TIMEOUT_MESSAGE)
+    assert artifacts_by_name(item.task)["error"]["error_code"] == 504
+    assert wait_for_file(cancelled, 5) is not None  # the agent's task was cancelled
+
+
+async def test_every_call_and_every_run_counts_under_max_streams() -> None:
+    with running_server({**AGENT, "ASSIST_MAX_STREAMS": "1"}) as one:
+        url, headers = one.url + "/a2a", {"A2A-Version": "1.0"}
+        async with a2a_client(one.url) as client:
+            stream = client.send_message(user_message("slowly:10"))
+            async for item in stream:
+                if item.HasField("artifact_update"):
+                    task_id = item.artifact_update.task_id
+                    break
+            async with httpx.AsyncClient(timeout=30) as http:
+                refused = await http.post(url, json=rpc("GetTask", {"id": task_id}), headers=headers)
+                assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+                assert "limit of 1 concurrent streams" in refused.json()["error"]["message"]
+                await stream.aclose()  # its run goes on, and holds the place till it ends
+                still = await http.post(url, json=rpc("GetTask", {"id": task_id}), headers=headers)
+                assert still.status_code == 503
+                for _ in range(100):  # bounded: the run ends in two seconds
+                    answer = await http.post(url, json=rpc("GetTask", {"id": task_id}), headers=headers)
+                    if answer.status_code == 200:
+                        break
+                    await asyncio.sleep(0.1)
+        assert answer.json()["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_without_the_extra_the_service_runs_and_a2a_says_what_to_install() -> None:
+    code = """
+import sys
+sys.modules['a2a'] = None
+from fastapi import FastAPI
+from sentient_assist import add_routes, create_app
+from sentient_assist.agents.echo import EchoAgent
+app = create_app(agent=EchoAgent())
+print('served:', sorted(p for p in app.openapi()['paths'] if 'a2a' in p or 'agent-card' in p))
+try:
+    add_routes(FastAPI(), EchoAgent(), a2a_path='/a2a')
+except ImportError as exc:
+    print('add_routes:', exc)
+try:
+    from sentient_assist import A2AAgent
+except ImportError as exc:
+    print('A2AAgent:', exc)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "served: []"
+    assert lines[1].startswith("add_routes: The A2A face (/a2a) is not served") and "sentient-assist[a2a]" in lines[1]
+    assert lines[2].startswith("A2AAgent: A2AAgent needs a2a-sdk 1.x") and "sentient-assist[a2a]" in lines[2]
+
+
+async def test_a_conversation_past_the_body_limit_is_refused_naming_it(server: RunningServer) -> None:
+    async with a2a_client(server.url, streaming=False) as client:
+        [first] = await responses(client, user_message("echo-history:" + "x" * 6000))
+        context_id = first.task.context_id
+        for _ in range(2):  # each message is within the body limit; the conversation grows past it
+            then = user_message("echo-history:" + "y" * 6000)
+            then.message.context_id = context_id
+            [last] = await responses(client, then)
+    assert last.task.status.state == TaskState.TASK_STATE_REJECTED
+    refusal = get_message_text(last.task.status.message)
+    assert refusal.startswith("message.contextId:") and "ASSIST_MAX_BODY_BYTES (16384)" in refusal
+
+
+async def test_list_tasks_on_any_replica(replicas: tuple[RunningServer, RunningServer]) -> None:
+    first, second = replicas
+    async with a2a_client(first.url, streaming=False) as on_first, a2a_client(second.url) as on_second:
+        [item] = await responses(on_first, user_message("answer"))
+        listed = await on_second.list_tasks(ListTasksRequest(context_id=item.task.context_id))
+    assert [task.id for task in listed.tasks] == [item.task.id]
+    assert listed.tasks[0].status.state == TaskState.TASK_STATE_COMPLETED
