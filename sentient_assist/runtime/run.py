@@ -62,6 +62,7 @@ class RunOutcome(StrEnum):
     DISCONNECTED = "disconnected"  # its reader left first
     SHUTDOWN = "shutdown"  # ended by the server shutting down
     CUT_OFF = "cut_off"  # ended, but its reader was stuck (a client that stopped reading) and was cancelled
+    STOPPED = "stopped"  # ended on purpose while it ran detached: DELETE, a buffer bound, nobody attached
 
 
 def _why_cancelled(stats: RunStats) -> str:

@@ -21,7 +21,7 @@ import threading
 import weakref
 from collections.abc import Callable, Coroutine
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from fastapi import APIRouter, HTTPException, Request, Security
@@ -43,6 +43,9 @@ from sentient_assist.server.limits import RETRY_AFTER_SECONDS, LimitedBody, Stre
 from sentient_assist.server.open_streams import OpenStreams
 from sentient_assist.server.request_id import request_id_of
 from sentient_assist.server.settings import Settings
+
+if TYPE_CHECKING:
+    from sentient_assist.server.runs.keeper import DetachedRuns
 
 ASSIST_PATH = "/assist"
 # Where the access log finds a stream's agent and counts (request.state is scope["state"]).
@@ -143,6 +146,13 @@ class Assist:
         )
         self.sealer = service_sealer(settings)
         self.histories = HistoryBudget(settings.max_history_bytes_total)
+        # ASSIST_DETACH_GRACE > 0: runs outlive their connection (docs/resumable.md); else None, and
+        # /assist is exactly as without the feature.
+        self.runs: DetachedRuns | None = None
+        if settings.detach_grace > 0:
+            from sentient_assist.server.runs.keeper import DetachedRuns
+
+            self.runs = DetachedRuns(settings, self.gate, self.streams)
 
     def admit(self, headers: Headers, receive: Receive) -> LimitedBody:
         """What a request that runs the agent passes before its body is read: the key (401),
@@ -176,9 +186,13 @@ class Assist:
             dependencies=security,
             route_class_override=AssistRoute,
         )
+        if self.runs is not None:
+            from sentient_assist.server.runs.routes import runs_router
+
+            router.include_router(runs_router(self, self.runs))
         return router
 
-    async def endpoint(self, request: Request, body: CompactRequest) -> EventStream:
+    async def endpoint(self, request: Request, body: CompactRequest) -> Response:
         """The agent's answer to the query, streamed as Server-Sent Events."""
         history = body.session.interactions if body.session is not None else None
         if isinstance(history, History):
@@ -192,6 +206,11 @@ class Assist:
         # the way to `body` are not needed again: the run holds the session, its history compact.
         vars(request).pop("_json", None)
         vars(request).pop("_body", None)
+        if self.runs is not None and await self.runs.available():
+            from sentient_assist.server.runs.stream import ResumableEventStream
+
+            authorization = request.headers.get("authorization")
+            return ResumableEventStream(self.runs, agent, session, body.query, stats, self.sealer, authorization)
         return EventStream(agent, session, body.query, stats, self.streams, sealer=self.sealer)
 
 

@@ -49,9 +49,13 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-async def readyz() -> JSONResponse:
+async def readyz(request: Request) -> JSONResponse:
     if is_draining():
         return JSONResponse({"status": "draining"}, status_code=503)
+    # With ASSIST_DETACH_GRACE on: whether new runs are resumable (off while its Redis does not answer).
+    runs = getattr(request.app.state, "runs", None)
+    if runs is not None:
+        return JSONResponse({"status": "ready", "resumable_runs": runs.status()})
     return JSONResponse({"status": "ready"})
 
 

@@ -266,11 +266,11 @@ def test_the_stream_settings_leave_events_unbuffered():
 def test_every_streamed_answer_takes_the_stream_settings():
     text = (SHIPPED / "proxy.conf").read_text()
     streaming = re.findall(r"(?m)^location (.+?) \{\n(?:    .*\n|\s*\n)*?    include assist/stream\.conf;", text)
-    assert sorted(streaming) == ["= /assist", "= /v1/chat/completions", "@assist_stream_retry"]
+    assert sorted(streaming) == ["/assist/runs/", "= /assist", "= /v1/chat/completions", "@assist_stream_retry"]
 
 
 def test_an_assist_stream_outlasts_the_pings_and_only_a_503_before_the_agent_is_retried():
-    for name in ("= /assist", "@assist_stream_retry"):
+    for name in ("= /assist", "@assist_stream_retry", "/assist/runs/"):
         ((read_timeout,),) = block_directive(location_block(name), "proxy_read_timeout")
         assert seconds(read_timeout) >= 3 * Settings().ping_interval, "a stream between two pings must not time out"
         # Nothing bounds a stream's whole length but the service's own time limit.

@@ -8,6 +8,15 @@ import { ulid } from "./ulid.js";
 // Relative to the page, so that a service mounted under a prefix works as it is.
 const ASSIST_URL = new URL("../assist", document.baseURI);
 const CONFIG_URL = new URL("config.json", document.baseURI);
+// A resumable run (the service's ASSIST_DETACH_GRACE; docs/resumable.md) is named by the
+// response's Assist-Run header: a stream cut before `done` is resumed there, from the last
+// event read, and Stop stops the run there too.
+const RUN_HEADER = "Assist-Run";
+const RESUME_ATTEMPTS = 5; // in a row without an event between
+const RESUME_BACKOFF_MS = [100, 250, 500, 1000, 2000];
+function runUrl(handle) {
+  return new URL(`../assist/runs/${encodeURIComponent(handle)}`, document.baseURI);
+}
 // The key lives as long as the tab: typed once, not kept on the disk. Whatever the key field
 // holds when a message is sent is the key it is sent with (and kept): "Use key" only checks
 // a key before sending anything.
@@ -55,6 +64,9 @@ class Turn {
     this.events = [];
     this.streams = new Map(); // streamKey(event) -> the merged chunk, or COMPLETE
     this.source = null;
+    this.received = 0; // events read, over every response of the turn (a resumed one too)
+    this.lastEventId = null; // the id of the last, where a resume reads on from
+    this.resumed = 0; // how many times the stream was resumed
   }
 
   // A text stream's chunks are kept as one chunk (then its last one): the agent reads the same
@@ -188,12 +200,12 @@ async function send(prompt) {
   if (chat) body.session = chat;
 
   const controller = new AbortController();
-  state.running = { turn, controller };
+  state.running = { turn, controller, run: null };
   setRunning(true);
   let how = "done";
   let message = "";
   try {
-    const response = await fetch(ASSIST_URL, {
+    let response = await fetch(ASSIST_URL, {
       method: "POST",
       headers: { "Content-Type": "application/json", Accept: "text/event-stream", ...authHeaders() },
       body: JSON.stringify(body),
@@ -205,14 +217,46 @@ async function send(prompt) {
       message = await refused(turn, response);
       return;
     }
-    const reader = response.body
-      .pipeThrough(new TextDecoderStream())
-      .pipeThrough(new EventSourceParserStream())
-      .getReader();
+    const run = response.headers.get(RUN_HEADER);
+    state.running.run = run;
+    let failures = 0;
     for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      frame(turn, value);
+      const before = turn.received;
+      let cut = null;
+      try {
+        await readFrames(turn, response);
+      } catch (error) {
+        if (controller.signal.aborted) throw error;
+        cut = error;
+      }
+      if (turn.sawDone) break;
+      if (turn.received > before) failures = 0;
+      if (!run || failures >= RESUME_ATTEMPTS) {
+        if (cut) throw cut;
+        break;
+      }
+      // Cut before done: the run goes on at the service; read on from the last event we have.
+      await new Promise((resolve) => setTimeout(resolve, RESUME_BACKOFF_MS[failures]));
+      failures += 1;
+      const last = turn.lastEventId;
+      try {
+        response = await fetch(runUrl(run), {
+          headers: { Accept: "text/event-stream", ...authHeaders(), ...(last ? { "Last-Event-ID": last } : {}) },
+          signal: controller.signal,
+          cache: "no-store",
+        });
+      } catch (error) {
+        if (controller.signal.aborted) throw error;
+        continue; // the network is still down: the next attempt, a little later
+      }
+      if (!response.ok) {
+        how = "failed";
+        message = await refused(turn, response);
+        return;
+      }
+      turn.resumed += 1;
+      const item = ui.transcript.querySelector(`[data-query-id="${turn.queryId}"]`);
+      if (item) item.dataset.resumed = String(turn.resumed);
     }
     if (!turn.sawDone) {
       how = "failed";
@@ -240,6 +284,19 @@ async function send(prompt) {
   }
 }
 
+// Every frame of one response, to its end.
+async function readFrames(turn, response) {
+  const reader = response.body
+    .pipeThrough(new TextDecoderStream())
+    .pipeThrough(new EventSourceParserStream())
+    .getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    frame(turn, value);
+  }
+}
+
 // One SSE frame: an event's JSON (pings are comments, which the parser never passes on).
 function frame(turn, sse) {
   let event;
@@ -252,6 +309,8 @@ function frame(turn, sse) {
     later(turn.view, () => turn.view.clientError("frame", `A frame that is not an event: ${sse.data.slice(0, 200)}`));
     return;
   }
+  turn.received += 1;
+  if (typeof event.id === "string") turn.lastEventId = event.id;
   turn.record(event);
   if (turn.events.length === 1) {
     // The agent is answering this turn: an earlier question's buttons would now answer a turn
@@ -321,7 +380,13 @@ function setRunning(running) {
 }
 
 function stop() {
-  state.running?.controller.abort();
+  const running = state.running;
+  if (!running) return;
+  // A resumable run goes on at the service when its connection closes: stop it there too.
+  if (running.run) {
+    void fetch(runUrl(running.run), { method: "DELETE", headers: authHeaders(), cache: "no-store" }).catch(() => {});
+  }
+  running.controller.abort();
 }
 
 function newChat() {
