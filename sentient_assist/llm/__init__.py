@@ -1,8 +1,8 @@
-"""Language-model agents: `LLMAgent` (the streaming tool loop), the `ChatModel` interface and
-its OpenAI-compatible implementation, the messages and events a model exchanges, tools (a
-function's, or an MCP server's: `MCPServerStdio`, `MCPServerStreamableHTTP`), and the pauses
-a model can ask for (`AskUser`, `Approval`). Scripted models for tests are in
-`sentient_assist.testing`."""
+"""Language-model agents: `LLMAgent` (the streaming tool loop), the `ChatModel` interface, its
+OpenAI-compatible implementation and `LocalChatModel` (a GGUF model in the process, the `local`
+extra), the messages and events a model exchanges, tools (a function's, or an MCP server's:
+`MCPServerStdio`, `MCPServerStreamableHTTP`), and the pauses a model can ask for (`AskUser`,
+`Approval`). Scripted models for tests are in `sentient_assist.testing`."""
 
 from typing import TYPE_CHECKING
 
@@ -11,6 +11,7 @@ from sentient_assist._lazy import lazy_exports
 if TYPE_CHECKING:
     from sentient_assist.llm.agent import LLMAgent, UsageLimits
     from sentient_assist.llm.asking import Approval, AskUser
+    from sentient_assist.llm.local_model import LocalChatModel
     from sentient_assist.llm.mcp import MCPServerStdio, MCPServerStreamableHTTP
     from sentient_assist.llm.messages import (
         ChatMessage,
@@ -30,6 +31,7 @@ _HOMES = {
     "ChatMessage": "sentient_assist.llm.messages",
     "ChatModel": "sentient_assist.llm.model",
     "LLMAgent": "sentient_assist.llm.agent",
+    "LocalChatModel": "sentient_assist.llm.local_model",
     "MCPServerStdio": "sentient_assist.llm.mcp",
     "MCPServerStreamableHTTP": "sentient_assist.llm.mcp",
     "ModelEvent": "sentient_assist.llm.messages",
@@ -50,6 +52,7 @@ __all__ = [
     "ChatMessage",
     "ChatModel",
     "LLMAgent",
+    "LocalChatModel",
     "MCPServerStdio",
     "MCPServerStreamableHTTP",
     "ModelEvent",

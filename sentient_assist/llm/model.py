@@ -12,10 +12,11 @@ from sentient_assist.runtime.capability import CapabilityConfig
 
 @dataclass(frozen=True, slots=True)
 class ModelSettings(CapabilityConfig):
-    """Sampling settings; None leaves the provider's default."""
+    """Sampling settings; None (and no stop sequences) leaves the provider's default."""
 
     temperature: float | None = None
     max_tokens: int | None = None
+    stop: tuple[str, ...] = ()  # sequences that end the reply where they would begin (OpenAI takes up to 4)
 
 
 class ChatModel(Protocol):

@@ -125,6 +125,8 @@ class OpenAIChatModel:
             span.set_attribute("gen_ai.request.temperature", settings.temperature)
         if settings.max_tokens is not None:
             span.set_attribute("gen_ai.request.max_tokens", settings.max_tokens)
+        if settings.stop:
+            span.set_attribute("gen_ai.request.stop_sequences", list(settings.stop))
         if tracing.capture_content:
             span.set_attribute("gen_ai.input.messages", input_messages([(m.role, m.content or "") for m in messages]))
         # The provider's request carries this span's traceparent: its own spans join the trace.
@@ -190,6 +192,10 @@ class OpenAIChatModel:
                         yield event
             finally:
                 reader.release()
+            if not reader.finish_reasons:
+                # No finish_reason: the server stopped mid-answer (llama.cpp's server ends an
+                # interrupted stream with `[DONE]` alone), so what came is not the whole answer.
+                raise _ProviderFailed.cut_off(reader.streamed, reader.request_id)
         except _ProviderFailed as failed:
             # Masking reads what we sent, which can be long: off the event loop.
             fields = await asyncio.to_thread(self._failure_fields, failed, _sent_texts(messages))
@@ -220,6 +226,8 @@ class OpenAIChatModel:
             request["temperature"] = settings.temperature
         if settings.max_tokens is not None:
             request["max_tokens"] = settings.max_tokens
+        if settings.stop:
+            request["stop"] = list(settings.stop)
         return orjson.dumps(request)
 
     async def _open(self, body: bytes, headers: Mapping[str, str]) -> aiohttp.ClientResponse:
@@ -304,7 +312,7 @@ class _ReplyReader:
     lines here, at half the CPU of two `readline` calls per event; and nothing of a chunk is
     held while the reply waits for the next one, which is most of an LLM stream's life."""
 
-    __slots__ = ("_response", "_rest", "_data", "_calls", "_failed", "done", "finish_reasons", "model")
+    __slots__ = ("_response", "_rest", "_data", "_calls", "_failed", "done", "finish_reasons", "model", "streamed")
 
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
@@ -313,9 +321,11 @@ class _ReplyReader:
         self._calls: dict[int, dict[str, str]] = {}
         self._failed: _ProviderFailed | None = None  # after events that came before it in the same read
         self.done = False
-        # Read only from chunks without a delta (a reply's last) and the usage chunk: never per token.
+        # A reply without one was cut off. Servers send it alone (OpenAI, llama.cpp) or with the
+        # last delta (Ollama, vLLM): read from every chunk that has one.
         self.finish_reasons: list[str] = []
-        self.model: str | None = None
+        self.model: str | None = None  # read from the usage chunk: never per token
+        self.streamed = False  # whether any text, reasoning or tool call came
 
     async def read(self) -> list[ModelEvent]:
         """The events of what arrived next (none, when no event is whole yet). At `[DONE]` or
@@ -395,21 +405,24 @@ class _ReplyReader:
                 )
             )
         for choice in chunk.get("choices") or ():
+            reason = choice.get("finish_reason")
+            if reason and isinstance(reason, str):
+                self.finish_reasons.append(reason)
             delta = choice.get("delta")
             if not delta:
-                reason = choice.get("finish_reason")
-                if reason and isinstance(reason, str):
-                    self.finish_reasons.append(reason)
                 continue
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if reasoning and isinstance(reasoning, str):
                 events.append(ReasoningDelta(reasoning))
+                self.streamed = True
             content = delta.get("content")
             if content and isinstance(content, str):
                 events.append(TextDelta(content))
+                self.streamed = True
             parts = delta.get("tool_calls")
             if parts:
                 _add_call_parts(self._calls, parts)
+                self.streamed = True
 
     def tool_calls(self) -> list[ToolCallRequest]:
         """The reply's tool calls, whole, in index order: known once the reply has ended."""
@@ -417,6 +430,11 @@ class _ReplyReader:
             ToolCallRequest(id=call["id"] or f"call_{index}", name=call["name"], arguments=call["arguments"] or "{}")
             for index, call in sorted(self._calls.items())
         ]
+
+    @property
+    def request_id(self) -> str | None:
+        """The provider's x-request-id."""
+        return self._response.headers.get("x-request-id")
 
     def release(self) -> None:
         self._response.release()
@@ -490,11 +508,12 @@ def _add_call_parts(calls: dict[int, dict[str, str]], parts: Any) -> None:
 class _Failure:
     """One provider failure as the client is told of it: our message, never the provider's."""
 
-    kind: str  # for the log: credentials, rate_limit, timeout, connection, refused, provider_error, stream_error
+    # For the log: credentials, rate_limit, timeout, connection, refused, provider_error, stream_error, cut_off.
+    kind: str
     message: str
     error_code: int
     status: int | None = None  # the provider's HTTP status, when it answered with one
-    retry_hints: dict[str, str] = field(default_factory=dict)
+    retry_hints: dict[str, str | bool] = field(default_factory=dict)  # and whether a retry is safe
 
     def error(self) -> ModelProviderError:
         """The error the client gets: our message; the status, our request id and retry hints in `details`."""
@@ -576,6 +595,17 @@ class _ProviderFailed(Exception):
             said = _ProviderSaid.of_error_object(error, "An error occurred during streaming", request_id)
         return cls(_failure_of(), said)
 
+    @classmethod
+    def cut_off(cls, streamed: bool, request_id: str | None) -> _ProviderFailed:
+        """A stream that ended without a finish_reason. Retryable when nothing of the answer came:
+        the client shows nothing it would have to take back."""
+        said = _ProviderSaid("the stream ended without a finish_reason", request_id=request_id)
+        if streamed:
+            message = "The model provider stopped before the end of the answer: what came is cut off."
+        else:
+            message = "The model provider ended the answer before it began; retry."
+        return cls(_Failure("cut_off", message, 502, retry_hints={"retryable": not streamed}), said)
+
 
 def _failure_of(
     *, status: int | None = None, headers: Mapping[str, str] | None = None, transport: BaseException | None = None
@@ -589,7 +619,7 @@ def _failure_of(
     if status in (401, 403):
         return _Failure("credentials", "The model provider rejected the credentials.", 502, status)
     if status == 429:
-        hints = dict(_retry_hints(headers or {}))
+        hints: dict[str, str | bool] = dict(_retry_hints(headers or {}))
         return _Failure("rate_limit", "The model provider is rate limiting; retry later.", 429, status, hints)
     if status is not None and status < 500:
         return _Failure("refused", f"The model provider refused the request (HTTP {status}).", 502, status)

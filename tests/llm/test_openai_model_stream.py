@@ -23,8 +23,8 @@ from tests.support.openai_server import error_reply, raw_stream_reply, stream_re
 HELLO = [ChatMessage(role="user", content="Hello")]
 
 
-def delta(text: str) -> dict[str, object]:
-    return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+def delta(text: str, finish_reason: str | None = None) -> dict[str, object]:
+    return {"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish_reason}]}
 
 
 async def text_of(chat_model: OpenAIChatModel) -> str:
@@ -37,7 +37,7 @@ async def test_an_event_split_over_data_lines_comments_and_other_fields_are_read
             [
                 '{"choices": [{"index": 0,\ndata:  "delta": {"content": "Hi"}}]}',  # one event, two data: lines
                 '{"choices": []}\n\n: keep-alive\nevent: message',  # a comment, then a field of the next event
-                delta(" there"),
+                delta(" there", "stop"),  # the last text and the finish_reason in one chunk, as Ollama sends them
             ]
         )
     )
@@ -81,9 +81,14 @@ def data(text: str) -> bytes:
     return b'data: {"choices":[{"index":0,"delta":{"content":"' + text.encode() + b'"}}]}'
 
 
+FINISHED = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
+
+
 async def test_events_cut_anywhere_by_the_network_crlf_lines_and_a_last_event_without_its_blank_line_are_read():
     first, second = data("Hel"), data("lo")
+    last = FINISHED.removesuffix(b"\n\n")
     writes = [first[:9], first[9:] + b"\r", b"\n\r\n" + second[:3], second[3:] + b"\n", b": ping\n\n", data("!")]
+    writes += [b"\n\n" + last]
     async with provider_writing(*writes) as base_url:
         chat_model = OpenAIChatModel("gpt-test", base_url=base_url)
         events = [e async for e in chat_model.stream(HELLO, (), ModelSettings())]
@@ -116,7 +121,7 @@ async def test_a_line_longer_than_the_limit_is_a_failure_not_a_buffer_that_grows
 
 async def test_the_proxy_in_the_environment_is_used_and_no_proxy_is_obeyed(monkeypatch):
     heads: list[bytes] = []
-    async with provider_writing(data("via proxy") + b"\n\n", heads=heads) as proxy_url:
+    async with provider_writing(data("via proxy") + b"\n\n" + FINISHED, heads=heads) as proxy_url:
         proxy = proxy_url.removesuffix("/v1")
         monkeypatch.setenv("HTTP_PROXY", proxy)
         monkeypatch.delenv("NO_PROXY", raising=False)
@@ -199,3 +204,22 @@ def test_one_model_in_several_loops_and_collected_in_a_running_one_leaves_no_ses
         logging.getLogger("asyncio").removeHandler(asyncio_log)
     assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
     assert [m for m in asyncio_log.messages if "Unclosed" in m or "never" in m] == []
+
+
+ROLE_ONLY = {"choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}]}
+
+
+async def test_a_stream_that_ends_without_a_finish_reason_is_cut_off_retryable_only_before_any_text(model, llm_log):
+    # What llama.cpp's server sends for a request it interrupts: the role chunk, then [DONE].
+    model.enqueue(raw_stream_reply([ROLE_ONLY]), raw_stream_reply([ROLE_ONLY, delta("Half an")]))
+    with pytest.raises(ModelProviderError) as before:
+        await text_of(OpenAIChatModel("gpt-test", base_url=model.base_url))
+    assert before.value.error_code == 502 and before.value.details["retryable"] is True
+    assert before.value.message.startswith("The model provider ")
+    texts: list[str] = []
+    with pytest.raises(ModelProviderError) as during:
+        async for event in OpenAIChatModel("gpt-test", base_url=model.base_url).stream(HELLO, (), ModelSettings()):
+            texts.append(event.text)  # type: ignore[union-attr]
+    assert texts == ["Half an"] and during.value.details["retryable"] is False
+    assert "cut off" in during.value.message
+    assert [r.fields["kind"] for r in llm_log] == ["cut_off", "cut_off"]
