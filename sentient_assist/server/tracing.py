@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 INSTALL_HINT = "pip install 'sentient-assist[otel]'"
 _ENDPOINTS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 # The faces whose requests get a server span: the agent's runs. Probes, docs and metrics do not.
-TRACED_PATHS = ("/assist", "/v1/chat/completions", "/mcp")
+TRACED_PATHS = ("/assist", "/v1/chat/completions", "/mcp", "/agui", "/a2a")
 
 
 def tracing_configured() -> bool:
@@ -72,10 +72,11 @@ def _traced(path: str) -> str | None:
 
 
 class TracingMiddleware:
-    """The HTTP server span of each request to /assist, /v1/chat/completions and /mcp, its parent
-    the request's W3C `traceparent` (and `tracestate`) when it has one; and the app's tracing made
-    current for the request, so its run, model and tool calls make their spans. Inside the access
-    log's middleware: the request id is known. Never records a header's value."""
+    """The HTTP server span of each request to a face (/assist and its runs, /v1/chat/completions,
+    /mcp, /agui, /a2a), its parent the request's W3C `traceparent` (and `tracestate`) when it has
+    one; and the app's tracing made current for the request, so its run, model and tool calls
+    make their spans. Inside the access log's middleware: the request id is known. Never records
+    a header's value."""
 
     def __init__(self, app: ASGIApp, tracing: Tracing) -> None:
         self.app = app

@@ -419,7 +419,7 @@ def test_sigterm_past_the_grace_ends_the_run_s_spans_saying_shutdown(receiver):
     assert agent.parent_span_id == http.span_id and http.attributes["http.response.status_code"] == 200
 
 
-def test_the_openai_and_mcp_faces_have_their_server_spans_with_the_run_under_them(receiver):
+def test_the_openai_mcp_agui_and_a2a_faces_have_their_server_spans_with_the_run_under_them(receiver):
     import asyncio
 
     import httpx2
@@ -449,9 +449,28 @@ def test_the_openai_and_mcp_faces_have_their_server_spans_with_the_run_under_the
                 assert not result.is_error
 
         asyncio.run(call_over_mcp())
+        # AG-UI and A2A, as their clients send them (their own clients are tested on their pages).
+        agui_trace, a2a_trace = secrets.token_hex(16), secrets.token_hex(16)
+        run_input = {"threadId": "t", "runId": "r", "messages": [{"id": "m", "role": "user", "content": "agui"}]}
+        run_input |= {"tools": [], "context": [], "state": {}, "forwardedProps": {}}
+        send = {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "a2a"}]}}
+        with httpx.Client(base_url=server.url, timeout=20) as http:
+            agui = http.post(
+                "/agui", json=run_input, headers={"traceparent": f"00-{agui_trace}-{secrets.token_hex(8)}-01"}
+            )
+            assert agui.status_code == 200 and "RUN_FINISHED" in agui.text
+            a2a = http.post(
+                "/a2a",
+                json={"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": send},
+                headers={"traceparent": f"00-{a2a_trace}-{secrets.token_hex(8)}-01", "A2A-Version": "1.0"},
+            )
+            assert a2a.status_code == 200 and "result" in a2a.json()
         chat_spans = one_trace(receiver.wait_for(has_span(chat_trace, "POST /v1/chat/completions")), chat_trace)
         mcp_spans = one_trace(receiver.wait_for(has_span(mcp_trace, "POST /mcp")), mcp_trace)
-    for spans, route in ((chat_spans, "/v1/chat/completions"), (mcp_spans, "/mcp")):
+        agui_spans = one_trace(receiver.wait_for(has_span(agui_trace, "POST /agui")), agui_trace)
+        a2a_spans = one_trace(receiver.wait_for(has_span(a2a_trace, "POST /a2a")), a2a_trace)
+    faces = [(chat_spans, "/v1/chat/completions"), (mcp_spans, "/mcp"), (agui_spans, "/agui"), (a2a_spans, "/a2a")]
+    for spans, route in faces:
         servers = by_name(spans, f"POST {route}")
         assert all(s.attributes["http.route"] == route and s.status_code != ERROR for s in servers)
         assert any(
@@ -476,3 +495,23 @@ def test_spans_still_queued_at_sigterm_are_exported_before_the_process_exits(rec
         lambda spans: any(s.service == "assist-flush" and s.name == "POST /assist" for s in spans)
     )
     assert len(by_name([s for s in spans if s.service == "assist-flush"], "invoke_agent ")) == 1
+
+
+def test_a_host_handing_off_to_an_a2a_agent_of_another_process_shares_its_trace(receiver):
+    with running_server({"ASSIST_AGENT": "echo", **otel_env(receiver, "a2a-far")}) as far:
+        env = {
+            "ASSIST_AGENT": "tests.server.a2a_agents:a2a_host",
+            "A2A_REMOTE_URL": far.url,
+            **otel_env(receiver, "a2a-host"),
+        }
+        with running_server(env) as host:
+            trace_id = secrets.token_hex(16)
+            headers = {"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
+            assert_well_ended(read_stream(host.url, new_body("Over A2A."), headers=headers, timeout=30))
+            spans = one_trace(receiver.wait_for(has_span(trace_id, "POST /a2a")), trace_id)
+            spans = one_trace(receiver.wait_for(has_span(trace_id, "invoke_agent echo")), trace_id)
+    remote = next(s for s in spans if s.service == "a2a-host" and s.name == "invoke_agent remote")
+    far_server = next(s for s in spans if s.service == "a2a-far" and s.name == "POST /a2a")
+    far_agent = next(s for s in spans if s.service == "a2a-far" and s.name == "invoke_agent echo")
+    assert far_server.parent_span_id == remote.span_id  # the A2A call carried the specialist's traceparent
+    assert far_agent.parent_span_id == far_server.span_id
