@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from sentient_assist.llm.model import ModelSettings
     from sentient_assist.llm.openai_model import OpenAIChatModel
     from sentient_assist.llm.tools import Tool, tool
+    from sentient_assist.orchestration.a2a_agent import A2AAgent
     from sentient_assist.orchestration.broadcast import broadcast_all, chain, fallback, race
     from sentient_assist.orchestration.calls import call_agent
     from sentient_assist.orchestration.host import HostAgent, Specialist
@@ -80,6 +81,7 @@ _HOMES = {
     "UsageLimits": "sentient_assist.llm.agent",
     "tool": "sentient_assist.llm.tools",
     # agents working together
+    "A2AAgent": "sentient_assist.orchestration.a2a_agent",
     "HostAgent": "sentient_assist.orchestration.host",
     "Router": "sentient_assist.orchestration.rules",
     "RouterAgent": "sentient_assist.orchestration.router",
@@ -97,6 +99,7 @@ _HOMES = {
 }
 
 __all__ = [
+    "A2AAgent",
     "AbstractAgent",
     "Agent",
     "AgentResult",

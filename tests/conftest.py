@@ -66,3 +66,22 @@ def llm_log() -> Iterator[list[logging.LogRecord]]:
         yield handler.records
     finally:
         logger.removeHandler(handler)
+
+
+# Tests whose subject is another program than Python (a browser, nginx, node's clients, a model
+# server): `-m "not external"` leaves them out, as .ci/run does on its second Python, where
+# they would test the same program again.
+EXTERNAL = (
+    "tests/browser/",
+    "tests/server/test_nginx_proxy.py",
+    "tests/llm/test_llama_server.py",
+    "tests/server/test_agui_face.py::test_http_agent_",
+    "tests/server/test_a2a_face.py::test_the_a2a_js_client",
+    "tests/server/test_mcp_face.py::test_the_inspector_cli",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.startswith(EXTERNAL):
+            item.add_marker(pytest.mark.external)

