@@ -73,6 +73,17 @@ def has_span(trace_id: str, name: str):
     return lambda spans: any(s.trace_id == trace_id and s.name == name for s in spans)
 
 
+def run_under(trace_id: str, server_span: str):
+    """Whether a run's invoke_agent and the server span it is under have both come (a face's
+    request may be one of several of its trace: MCP lists its tools first)."""
+
+    def received(spans: list[ReceivedSpan]) -> bool:
+        servers = {s.span_id for s in spans if s.trace_id == trace_id and s.name == server_span}
+        return any(s.name.startswith("invoke_agent ") and s.parent_span_id in servers for s in spans)
+
+    return received
+
+
 AUTH = {"Authorization": f"Bearer {SERVICE_KEY}"}
 
 
@@ -465,10 +476,10 @@ def test_the_openai_mcp_agui_and_a2a_faces_have_their_server_spans_with_the_run_
                 headers={"traceparent": f"00-{a2a_trace}-{secrets.token_hex(8)}-01", "A2A-Version": "1.0"},
             )
             assert a2a.status_code == 200 and "result" in a2a.json()
-        chat_spans = one_trace(receiver.wait_for(has_span(chat_trace, "POST /v1/chat/completions")), chat_trace)
-        mcp_spans = one_trace(receiver.wait_for(has_span(mcp_trace, "POST /mcp")), mcp_trace)
-        agui_spans = one_trace(receiver.wait_for(has_span(agui_trace, "POST /agui")), agui_trace)
-        a2a_spans = one_trace(receiver.wait_for(has_span(a2a_trace, "POST /a2a")), a2a_trace)
+        chat_spans = one_trace(receiver.wait_for(run_under(chat_trace, "POST /v1/chat/completions")), chat_trace)
+        mcp_spans = one_trace(receiver.wait_for(run_under(mcp_trace, "POST /mcp")), mcp_trace)
+        agui_spans = one_trace(receiver.wait_for(run_under(agui_trace, "POST /agui")), agui_trace)
+        a2a_spans = one_trace(receiver.wait_for(run_under(a2a_trace, "POST /a2a")), a2a_trace)
     faces = [(chat_spans, "/v1/chat/completions"), (mcp_spans, "/mcp"), (agui_spans, "/agui"), (a2a_spans, "/a2a")]
     for spans, route in faces:
         servers = by_name(spans, f"POST {route}")
@@ -508,8 +519,9 @@ def test_a_host_handing_off_to_an_a2a_agent_of_another_process_shares_its_trace(
             trace_id = secrets.token_hex(16)
             headers = {"traceparent": f"00-{trace_id}-{secrets.token_hex(8)}-01"}
             assert_well_ended(read_stream(host.url, new_body("Over A2A."), headers=headers, timeout=30))
-            spans = one_trace(receiver.wait_for(has_span(trace_id, "POST /a2a")), trace_id)
-            spans = one_trace(receiver.wait_for(has_span(trace_id, "invoke_agent echo")), trace_id)
+            wanted = ("POST /a2a", "invoke_agent echo", "invoke_agent remote", "POST /assist")
+            everything = lambda spans: all(has_span(trace_id, name)(spans) for name in wanted)  # noqa: E731
+            spans = one_trace(receiver.wait_for(everything), trace_id)
     remote = next(s for s in spans if s.service == "a2a-host" and s.name == "invoke_agent remote")
     far_server = next(s for s in spans if s.service == "a2a-far" and s.name == "POST /a2a")
     far_agent = next(s for s in spans if s.service == "a2a-far" and s.name == "invoke_agent echo")
