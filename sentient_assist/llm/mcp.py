@@ -35,8 +35,6 @@ The session, one per server object per process (per event loop, strictly):
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
-import importlib.util
 import logging
 import math
 import os
@@ -49,6 +47,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, cast
 
+from sentient_assist.extras import missing
 from sentient_assist.llm.asking import Approval
 from sentient_assist.llm.messages import ToolSpec
 from sentient_assist.llm.tools import DEFAULT_TOOL_TIMEOUT, Tool, ToolOutcome, Toolset
@@ -66,7 +65,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("sentient_assist.llm.mcp")
 
-EXTRA = "pip install 'sentient-assist[mcp]'"
 DEFAULT_CONNECT_TIMEOUT = 20.0  # to start a server (a Python one takes a second) and list its tools
 _CLOSE_TIMEOUT = 10.0  # the SDK stops a stdio server within 6 s: stdin closed, 2 s, SIGTERM, 2 s, SIGKILL
 _ENDING_TIMEOUT = 3.0  # for a dropped session's task to say why it ended
@@ -98,18 +96,9 @@ async def close_all() -> None:
 
 def _require_sdk() -> None:
     """ImportError, naming the extra, when the mcp SDK (2.x) is not installed."""
-    try:
-        found = importlib.util.find_spec("mcp") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        raise ImportError(f"MCP servers need the mcp package (the official SDK, 2.x): {EXTRA}")
-    try:
-        major = int(importlib.metadata.version("mcp").split(".")[0])
-    except (importlib.metadata.PackageNotFoundError, ValueError):
-        return  # an mcp of no known version (a checkout): it is taken as it is
-    if major != 2:
-        raise ImportError(f"MCP servers need mcp 2.x, not {importlib.metadata.version('mcp')}: {EXTRA}")
+    problem = missing("mcp", needs="the mcp package (the official SDK, 2.x)", extra="mcp", distribution="mcp", major=2)
+    if problem is not None:
+        raise ImportError(f"MCP servers cannot be used: {problem}")
 
 
 class MCPToolset(Toolset):

@@ -3,43 +3,29 @@ the service starts, and an app of yours builds, without the extra."""
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import logging
 from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI
 from fastapi.params import Depends
 
+from sentient_assist.extras import found, install_hint, missing
 from sentient_assist.server.assist import Assist
 from sentient_assist.server.settings import Settings
 
-EXTRA = "pip install 'sentient-assist[a2a]'"
-
 logger = logging.getLogger("sentient_assist.server")
-
-
-def _found(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def sdk_missing(settings: Settings) -> str | None:
     """Why the A2A face cannot be served here (no a2a-sdk 1.x with its HTTP server, or no redis
     client for ASSIST_REDIS_URL), or None when it can."""
-    if not _found("a2a") or not _found("sse_starlette"):
-        return f"it needs a2a-sdk 1.x with its HTTP server (a2a-sdk[http-server]): {EXTRA}"
-    try:
-        version = importlib.metadata.version("a2a-sdk")
-    except importlib.metadata.PackageNotFoundError:
-        version = "1."  # a checkout: taken as it is
-    if not version.startswith("1."):
-        return f"it needs a2a-sdk 1.x, not {version}: {EXTRA}"
-    if settings.redis_url is not None and not _found("redis"):
-        return f"ASSIST_REDIS_URL is set, and its tasks need the redis package: {EXTRA}"
-    return None
+    needs = "a2a-sdk 1.x with its HTTP server (a2a-sdk[http-server])"
+    problem = missing("a2a", needs=needs, extra="a2a", distribution="a2a-sdk", major=1)
+    if problem is None and not found("sse_starlette"):
+        problem = f"it needs {needs}: {install_hint('a2a')}"
+    if problem is None and settings.redis_url is not None and not found("redis"):
+        problem = f"ASSIST_REDIS_URL is set, and its tasks need the redis package: {install_hint('a2a')}"
+    return problem
 
 
 def add_a2a(

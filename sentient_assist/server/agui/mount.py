@@ -3,36 +3,23 @@ service starts, and an app of yours builds, without the extra."""
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import logging
 from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI
 from fastapi.params import Depends
 
+from sentient_assist.extras import missing
 from sentient_assist.server.assist import Assist
-
-EXTRA = "pip install 'sentient-assist[agui]'"
 
 logger = logging.getLogger("sentient_assist.server")
 
 
 def sdk_missing() -> str | None:
     """Why the AG-UI face cannot be served here (no ag-ui-protocol 1.x), or None when it can."""
-    try:
-        found = importlib.util.find_spec("ag_ui") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        return f"it needs the ag-ui-protocol package (1.x): {EXTRA}"
-    try:
-        version = importlib.metadata.version("ag-ui-protocol")
-    except importlib.metadata.PackageNotFoundError:
-        return None  # an ag_ui of no known version (a checkout): taken as it is
-    if not version.startswith("1."):
-        return f"it needs ag-ui-protocol 1.x, not {version}: {EXTRA}"
-    return None
+    return missing(
+        "ag_ui", needs="the ag-ui-protocol package (1.x)", extra="agui", distribution="ag-ui-protocol", major=1
+    )
 
 
 def add_agui(

@@ -3,36 +3,21 @@ starts, and an app of yours builds, without the extra."""
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import logging
 from collections.abc import Sequence
 
 from fastapi import APIRouter, FastAPI
 from fastapi.params import Depends
 
+from sentient_assist.extras import missing
 from sentient_assist.server.assist import Assist
-
-EXTRA = "pip install 'sentient-assist[mcp]'"
 
 logger = logging.getLogger("sentient_assist.server")
 
 
 def sdk_missing() -> str | None:
     """Why the MCP face cannot be served here (no mcp SDK 2.x), or None when it can."""
-    try:
-        found = importlib.util.find_spec("mcp") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
-        return f"it needs the mcp package (the official SDK, 2.x): {EXTRA}"
-    try:
-        version = importlib.metadata.version("mcp")
-    except importlib.metadata.PackageNotFoundError:
-        return None  # an mcp of no known version (a checkout): taken as it is
-    if not version.startswith("2."):
-        return f"it needs mcp 2.x, not {version}: {EXTRA}"
-    return None
+    return missing("mcp", needs="the mcp package (the official SDK, 2.x)", extra="mcp", distribution="mcp", major=2)
 
 
 def add_mcp(
