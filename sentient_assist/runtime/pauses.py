@@ -279,7 +279,9 @@ def prompts_digest(prompts: Iterable[str]) -> str:
     return _b64(digest.digest())
 
 
-_KINDS: dict[str, PauseKind] = {names.ASK_USER: "ask_user", names.INTERRUPT: "interrupt"}
+# The event that carries a pause of each kind, and its token.
+PAUSE_EVENT_NAMES: dict[PauseKind, str] = {"ask_user": names.ASK_USER, "interrupt": names.INTERRUPT}
+_KINDS: dict[str, PauseKind] = {name: kind for kind, name in PAUSE_EVENT_NAMES.items()}
 
 
 def pending_token(session: Session) -> tuple[PauseKind, str] | None:

@@ -20,24 +20,16 @@ from google.protobuf.json_format import MessageToDict
 from ulid import ULID
 
 from sentient_assist.protocol import conventions as names
-from sentient_assist.protocol.events import DocumentEvent, TextBlockEvent
 from sentient_assist.protocol.request import (
     MAX_INTERACTIONS,
-    AssistRequest,
-    AssistRequestContent,
-    AssistRequestContentPart,
-    AssistRequestContentParts,
-    Interaction,
-    RequestMessage,
-    ResponseMessage,
     SessionObject,
 )
-from sentient_assist.runtime.pauses import PauseKind
+from sentient_assist.runtime.pauses import PAUSE_EVENT_NAMES, PauseKind
 from sentient_assist.runtime.session import Session
+from sentient_assist.server.chat_turns import chat_interaction
 
 # Where a message of ours keeps what A2A has no field for: a pause's kind and sealed token.
 METADATA_KEY = "sentient_assist"
-PAUSE_EVENT_NAMES: dict[PauseKind, str] = {"ask_user": names.ASK_USER, "interrupt": names.INTERRUPT}
 
 
 class ConversationError(ValueError):
@@ -102,7 +94,7 @@ def session_of(
     interactions = []
     for index, (prompt, answers) in enumerate(turns):
         last = index == len(turns) - 1
-        interactions.append(_interaction(chat_id, agent_name, prompt, "\n\n".join(answers), pause if last else None))
+        interactions.append(chat_interaction(chat_id, agent_name, [prompt], answers, pause if last else None))
     session_object = SessionObject(processor_id=agent_name, activity_id=chat_id, request_id=ULID())
     session_object.interactions = interactions
     return Session(session_object)
@@ -127,25 +119,6 @@ def earlier_of(task: Task) -> list[str]:
     ours = MessageToDict(task.metadata).get(METADATA_KEY)
     ids = ours.get("earlier") if isinstance(ours, dict) else None
     return [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
-
-
-def _interaction(
-    chat_id: ULID, source: str, prompt: str, answer: str, pause: tuple[PauseKind, str] | None
-) -> Interaction:
-    content = AssistRequestContent(
-        request_payload=AssistRequestContentParts(parts=[AssistRequestContentPart(prompt=prompt)])
-    )
-    events: list[Any] = []
-    if answer:
-        events.append(TextBlockEvent(event_name=names.FINAL_RESPONSE, source=source, content=answer))
-    if pause is not None:
-        kind, token = pause
-        payload = {"question": "", "token": token, "resumable": True}
-        events.append(DocumentEvent(event_name=PAUSE_EVENT_NAMES[kind], source=source, content=payload))
-    return Interaction(
-        request=RequestMessage(event=AssistRequest(chatId=chat_id, content=content)),
-        responses=[ResponseMessage(event=event) for event in events],
-    )
 
 
 def _json(value: Any) -> str:

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sentient_assist.protocol import conventions as names
 from sentient_assist.protocol.events import dumps_json
 from sentient_assist.runtime.pauses import MAX_TOKEN_CHARS, PauseKind
 
-EVENT_NAMES: dict[PauseKind, str] = {"ask_user": names.ASK_USER, "interrupt": names.INTERRUPT}
 KINDS: dict[str, PauseKind] = {"ask_user": "ask_user", "interrupt": "interrupt"}
 # What a yes-or-no answer is to the agent: an LLMAgent approves a call on "yes" (llm/asking.py).
 APPROVED, REFUSED = "yes", "no"

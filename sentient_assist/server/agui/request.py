@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from ag_ui.core import AssistantMessage, RunAgentInput, ToolMessage, UserMessage
@@ -29,30 +28,20 @@ from fastapi import HTTPException
 from ulid import ULID
 
 from sentient_assist.llm.tools import ToolOutcome
-from sentient_assist.protocol.conventions import FINAL_RESPONSE
-from sentient_assist.protocol.events import DocumentEvent, TextBlockEvent
-from sentient_assist.protocol.history import History, TurnReader
 from sentient_assist.protocol.request import (
     MAX_INTERACTIONS,
     MAX_PARTS,
-    AssistRequest,
-    AssistRequestContent,
-    AssistRequestContentPart,
-    AssistRequestContentParts,
-    Interaction,
     Query,
-    RequestMessage,
-    ResponseMessage,
     SessionObject,
 )
 from sentient_assist.runtime.pauses import PauseKind, PauseRefused, PauseSealer, resumption_of
 from sentient_assist.runtime.session import Session
-from sentient_assist.server.agui.pauses import APPROVED, EVENT_NAMES, answer_text, pause_of
+from sentient_assist.server.agui.pauses import APPROVED, answer_text, pause_of
 from sentient_assist.server.assist import hold_history
+from sentient_assist.server.chat_turns import chat_history
 
 # A thread of MAX_INTERACTIONS turns, each a user message and a few of the agent's.
 MAX_MESSAGES = 4 * MAX_INTERACTIONS
-ANSWER_SEPARATOR = "\n\n"  # between two assistant messages of one turn, as one answer
 OMITTED = "[non-text content omitted]"  # a part of an earlier message the agent cannot read
 
 _RUN_INPUT: ContextVar[RunAgentInput | None] = ContextVar("agui_run_input", default=None)
@@ -127,7 +116,7 @@ def conversation_of(body: RunAgentInput, agent_name: str, sealer: PauseSealer) -
     records: list[list[Any]] = [[parts, texts, None] for parts, texts in past]
     if pause is not None:
         records[-1][2] = list(pause)
-    history = History(records, partial(_interactions_of, ULID(), agent_name), TURN_READER)
+    history = chat_history(records, agent_name)
     hold_history(history)  # in the service's ASSIST_MAX_HISTORY_BYTES_TOTAL (503 past it)
     session_object = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID())
     session_object.__dict__["interactions"] = history
@@ -193,42 +182,6 @@ def _parts(content: Any, index: int, *, is_query: bool = False) -> list[str]:
         else:
             texts.append(OMITTED)
     return texts
-
-
-def _interactions_of(chat_id: ULID, source: str, records: list[Any]) -> list[Interaction]:
-    """The interactions of the turns `conversation_of` read."""
-    return [_interaction(chat_id, source, *record) for record in records]
-
-
-def _interaction(
-    chat_id: ULID, source: str, parts: list[str], answers: list[str], pause: list[Any] | None
-) -> Interaction:
-    """A turn as Sentient Chat keeps it: the answer's text as FINAL_RESPONSE, and the pause
-    that ended it, for the run that resumes it."""
-    content = AssistRequestContent(
-        request_payload=AssistRequestContentParts(parts=[AssistRequestContentPart(prompt=part) for part in parts])
-    )
-    events: list[Any] = []
-    if answers:
-        text = ANSWER_SEPARATOR.join(answers)
-        events.append(TextBlockEvent(event_name=FINAL_RESPONSE, source=source, content=text))
-    if pause is not None:
-        kind, token = pause
-        payload = {"question": "", "token": token, "resumable": True}
-        events.append(DocumentEvent(event_name=EVENT_NAMES[kind], source=source, content=payload))
-    return Interaction(
-        request=RequestMessage(event=AssistRequest(chatId=chat_id, content=content)),
-        responses=[ResponseMessage(event=event) for event in events],
-    )
-
-
-def _pause_of(record: list[Any]) -> tuple[str, str] | None:
-    pause = record[2]
-    return None if pause is None else (EVENT_NAMES[pause[0]], pause[1])
-
-
-# What a resume reads of the turns `conversation_of` read: [parts, answers, pause or None].
-TURN_READER = TurnReader(prompt=lambda record: "\n".join(record[0]), pause=_pause_of)
 
 
 def hold_run_input(body: RunAgentInput) -> None:

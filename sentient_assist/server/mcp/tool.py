@@ -23,7 +23,6 @@ import base64
 import binascii
 import json
 import re
-from functools import partial
 from typing import Any
 
 import mcp_types as types
@@ -39,17 +38,9 @@ from sentient_assist.protocol.events import (
     TextChunkEvent,
     dumps_json,
 )
-from sentient_assist.protocol.history import History, TurnReader
 from sentient_assist.protocol.request import (
     MAX_INTERACTIONS,
-    AssistRequest,
-    AssistRequestContent,
-    AssistRequestContentPart,
-    AssistRequestContentParts,
-    Interaction,
     Query,
-    RequestMessage,
-    ResponseMessage,
     SessionObject,
 )
 from sentient_assist.runtime.agent import AbstractAgent
@@ -57,6 +48,7 @@ from sentient_assist.runtime.channel import Channel
 from sentient_assist.runtime.pauses import MAX_TOKEN_CHARS, PauseKind
 from sentient_assist.runtime.run import ChannelHook, RunStats
 from sentient_assist.runtime.session import Session
+from sentient_assist.server.chat_turns import chat_history
 
 # What a result keeps in memory, in characters: its text and its documents' JSON. Past it the
 # run is ended, and the result is an error.
@@ -72,7 +64,6 @@ _NOT_IN_A_TOOL_NAME = re.compile(r"[^A-Za-z0-9._-]")
 _SEALED = re.compile(rf"[A-Za-z0-9_=-]{{1,{MAX_TOKEN_CHARS}}}")
 _PACKED = re.compile(r"[A-Za-z0-9_-]+")
 _KINDS: dict[str, PauseKind] = {"ask_user": "ask_user", "interrupt": "interrupt"}
-_EVENT_NAMES: dict[PauseKind, str] = {"ask_user": names.ASK_USER, "interrupt": names.INTERRUPT}
 
 Note = tuple[str, str]  # what a progress notification says: the event's name, and its text ("": none)
 
@@ -176,18 +167,18 @@ class ToolCall:
         if not isinstance(prompt, str):
             raise ToolInputError("prompt: a string is required: what to ask the agent")
         token = arguments.get("resume_token")
-        records: list[tuple[str, str, tuple[PauseKind, str] | None]]
+        records: list[tuple[list[str], list[str], tuple[PauseKind, str] | None]]
         if token is not None and token != "":
             if not isinstance(token, str):
                 raise ToolInputError("resume_token: a string, as the question's result gave it")
             kind, sealed, prompts = unpack_resume_token(token)
-            records = [(asked, "", None) for asked in prompts[:-1]]
-            records.append((prompts[-1], "", (kind, sealed)))
+            records = [([asked], [], None) for asked in prompts[:-1]]
+            records.append(([prompts[-1]], [], (kind, sealed)))
         else:
-            records = [(asked, answer, None) for asked, answer in _history(arguments.get("history"))]
-        self.prompts = [record[0] for record in records] + [prompt]
+            records = [([asked], [answer], None) for asked, answer in _history(arguments.get("history"))]
+        self.prompts = [record[0][0] for record in records] + [prompt]
         # Kept compact, as the other faces' histories are (the service counts what it holds).
-        self.history = History(records, partial(_interactions_of, ULID(), agent_name), _TURN_READER)
+        self.history = chat_history(records, agent_name)
         session_object = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID())
         session_object.__dict__["interactions"] = self.history
         self.session = Session(session_object)
@@ -211,40 +202,6 @@ def _history(value: Any) -> list[tuple[str, str]]:
             raise ToolInputError(f"history[{index}].answer: a string, or none")
         turns.append((asked, answer))
     return turns
-
-
-def _pause_of(record: tuple[str, str, tuple[PauseKind, str] | None]) -> tuple[str, str] | None:
-    pause = record[2]
-    return None if pause is None else (_EVENT_NAMES[pause[0]], pause[1])
-
-
-# What a resume reads of this face's turns: (prompt, answer, pause or None).
-_TURN_READER = TurnReader(prompt=lambda record: record[0], pause=_pause_of)
-
-
-def _interactions_of(chat_id: ULID, source: str, records: list[Any]) -> list[Interaction]:
-    return [_interaction(chat_id, source, *record) for record in records]
-
-
-def _interaction(
-    chat_id: ULID, source: str, prompt: str, answer: str, pause: tuple[PauseKind, str] | None
-) -> Interaction:
-    """A turn as Sentient Chat keeps it: the answer as FINAL_RESPONSE, and the pause whose token
-    ended it, for the next turn to resume."""
-    content = AssistRequestContent(
-        request_payload=AssistRequestContentParts(parts=[AssistRequestContentPart(prompt=prompt)])
-    )
-    events: list[Any] = []
-    if answer:
-        events.append(TextBlockEvent(event_name=names.FINAL_RESPONSE, source=source, content=answer))
-    if pause is not None:
-        kind, sealed = pause
-        payload = {"question": "", "token": sealed, "resumable": True}
-        events.append(DocumentEvent(event_name=_EVENT_NAMES[kind], source=source, content=payload))
-    return Interaction(
-        request=RequestMessage(event=AssistRequest(chatId=chat_id, content=content)),
-        responses=[ResponseMessage(event=event) for event in events],
-    )
 
 
 def pack_resume_token(kind: PauseKind, sealed: str, prompts: list[str]) -> str:

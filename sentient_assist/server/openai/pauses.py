@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import re
 
-from sentient_assist.protocol import conventions as names
 from sentient_assist.runtime.pauses import MAX_TOKEN_CHARS, PauseKind
 
-EVENT_NAMES: dict[PauseKind, str] = {"ask_user": names.ASK_USER, "interrupt": names.INTERRUPT}
 # A Fernet token is URL-safe base64; parentheses, spaces and newlines cannot occur in one.
 _TOKEN = re.compile(r"[A-Za-z0-9_=-]+")
 _OPENING = "[//]: # (sentient-pause:"

@@ -12,39 +12,29 @@ agent decides how it answers (docs/openai.md, "The request").
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidatorFunctionWrapHandler, model_validator
 from ulid import ULID
 
-from sentient_assist.protocol.conventions import FINAL_RESPONSE
-from sentient_assist.protocol.events import DocumentEvent, TextBlockEvent
-from sentient_assist.protocol.history import History, TurnReader, collector_paused
+from sentient_assist.protocol.history import collector_paused
 from sentient_assist.protocol.request import (
     MAX_INTERACTIONS,
     MAX_NAME_LENGTH,
     MAX_PARTS,
-    AssistRequest,
-    AssistRequestContent,
-    AssistRequestContentPart,
-    AssistRequestContentParts,
-    Interaction,
     Query,
-    RequestMessage,
-    ResponseMessage,
     SessionObject,
 )
-from sentient_assist.runtime.pauses import PauseKind, PauseRefused, PauseSealer, resumption_of
+from sentient_assist.runtime.pauses import PauseRefused, PauseSealer, resumption_of
 from sentient_assist.runtime.session import Session
 from sentient_assist.server.assist import hold_history
+from sentient_assist.server.chat_turns import chat_history
 from sentient_assist.server.openai import pauses as openai_pauses
 from sentient_assist.server.openai.errors import ChatRequestError
 
 # A chat of MAX_INTERACTIONS turns, each a user and an assistant message, and the system's.
 MAX_MESSAGES = 2 * MAX_INTERACTIONS + 16
 # What separates two assistant messages given in a row, as one answer.
-ANSWER_SEPARATOR = "\n\n"
 # What stands in, in an earlier message, for a part the agent cannot read: it sees that
 # something was there. Only the query's own parts are refused (a chat that once had an
 # image goes on).
@@ -152,7 +142,7 @@ def conversation_of(body: ChatCompletionRequest, agent_name: str, sealer: PauseS
     if len(turns) - 1 > MAX_INTERACTIONS:
         raise ChatRequestError(f"messages: at most {MAX_INTERACTIONS} earlier user messages are read", "messages")
     # The earlier turns, kept compact: their models are built if the agent reads them.
-    history = History(turns[:-1], partial(_interactions_of, ULID(), agent_name), TURN_READER)
+    history = chat_history(turns[:-1], agent_name)
     hold_history(history)  # in the service's ASSIST_MAX_HISTORY_BYTES_TOTAL (503 past it)
     session_object = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID())
     session_object.__dict__["interactions"] = history
@@ -167,42 +157,6 @@ def conversation_of(body: ChatCompletionRequest, agent_name: str, sealer: PauseS
             param = f"messages[{pause_index}].content"
             raise ChatRequestError(f"{param}: {refused}", param) from None
     return query, session
-
-
-def _pause_of(record: list[Any]) -> tuple[str, str] | None:
-    pause = record[2]
-    return None if pause is None else (openai_pauses.EVENT_NAMES[pause[0]], pause[1])
-
-
-# What a resume reads of the turns `conversation_of` read: [parts, answers, pause or None].
-TURN_READER = TurnReader(prompt=lambda record: "\n".join(record[0]), pause=_pause_of)
-
-
-def _interactions_of(chat_id: ULID, source: str, records: list[Any]) -> list[Interaction]:
-    """The interactions of the turns `conversation_of` read."""
-    return [_interaction(chat_id, source, *record) for record in records]
-
-
-def _interaction(
-    chat_id: ULID, source: str, parts: list[str], answers: list[str], pause: tuple[PauseKind, str] | None
-) -> Interaction:
-    """A turn as Sentient Chat keeps it: the answer's text as FINAL_RESPONSE, and the pause
-    whose token it carried, for the next turn to resume."""
-    content = AssistRequestContent(
-        request_payload=AssistRequestContentParts(parts=[AssistRequestContentPart(prompt=part) for part in parts])
-    )
-    events: list[Any] = []
-    if answers:
-        text = ANSWER_SEPARATOR.join(answers)
-        events.append(TextBlockEvent(event_name=FINAL_RESPONSE, source=source, content=text))
-    if pause is not None:
-        kind, token = pause
-        payload = {"question": "", "token": token, "resumable": True}
-        events.append(DocumentEvent(event_name=openai_pauses.EVENT_NAMES[kind], source=source, content=payload))
-    return Interaction(
-        request=RequestMessage(event=AssistRequest(chatId=chat_id, content=content)),
-        responses=[ResponseMessage(event=event) for event in events],
-    )
 
 
 def _parts(content: Any, index: int, *, is_query: bool = False) -> list[str]:
