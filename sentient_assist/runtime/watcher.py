@@ -13,6 +13,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from sentient_assist.runtime.head_start import HeadStart
+
 if TYPE_CHECKING:
     from sentient_assist.runtime.run import Run
 
@@ -32,13 +34,17 @@ class RunWatcher:
         self._silent_since: dict[Run[Any], float] = {}  # each run, and since when its reader has waited
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        # The runs whose agent has not yet taken its first step: a request waits its turn behind them.
+        self.head_start = HeadStart()
 
     @property
     def runs(self) -> list[Run[Any]]:
         return list(self._silent_since)
 
     def add(self, run: Run[Any]) -> None:
+        """`run` has started: its agent's task was just created."""
         self._silent_since[run] = time.monotonic()
+        self.head_start.started()
         loop = asyncio.get_running_loop()
         # Set when the first run comes, and cancelled when the last one leaves; a watcher may
         # serve the runs of one event loop, then of another (asyncio.run, again and again).

@@ -154,13 +154,14 @@ class Assist:
 
             self.runs = DetachedRuns(settings, self.gate, self.streams)
 
-    def admit(self, headers: Headers, receive: Receive) -> LimitedBody:
+    async def admit(self, headers: Headers, receive: Receive) -> LimitedBody:
         """What a request that runs the agent passes before its body is read: the key (401),
-        the body's declared size (413), then a place under ASSIST_MAX_STREAMS (503), counted
-        from here so that concurrent requests cannot all pass the limit while their bodies are
-        still coming in. The caller leaves `gate` when its answer ends. Returns the body,
-        bounded in size and time."""
+        its turn behind the runs still starting (runtime/head_start.py), the body's declared
+        size (413), then a place under ASSIST_MAX_STREAMS (503), counted from here so that
+        concurrent requests cannot all pass the limit while their bodies are still coming in.
+        The caller leaves `gate` when its answer ends. Returns the body, bounded in size and time."""
         self.keys.check(headers.get("authorization"))
+        await self.streams.head_start.turn()
         body = LimitedBody(receive, self.max_body_bytes, self.body_timeout)
         body.check_declared(headers)
         self.gate.enter()
@@ -263,7 +264,7 @@ class AssistRoute(APIRoute):
             await super().handle(scope, receive, send)  # FastAPI's 405
             return
         assist: Assist = self.endpoint.__self__  # type: ignore[attr-defined]
-        body = assist.admit(Headers(scope=scope), receive)
+        body = await assist.admit(Headers(scope=scope), receive)
         try:
             await super().handle(scope, body, send)
         finally:

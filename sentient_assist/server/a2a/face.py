@@ -204,7 +204,7 @@ class A2ARoute(APIRoute):
         face: A2AFace = self.endpoint.__self__  # type: ignore[attr-defined]
         assist = face.assist
         try:
-            body = assist.admit(Headers(scope=scope), receive)
+            body = await assist.admit(Headers(scope=scope), receive)
         except HTTPException as refused:
             await jsonrpc_refusal(refused)(scope, receive, send)
             return

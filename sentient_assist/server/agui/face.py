@@ -144,7 +144,7 @@ class AguiRoute(APIRoute):
             return
         face: AguiFace = self.endpoint.__self__  # type: ignore[attr-defined]
         assist = face.assist
-        body = assist.admit(Headers(scope=scope), receive)
+        body = await assist.admit(Headers(scope=scope), receive)
         try:
             await super().handle(scope, body, send)
         finally:

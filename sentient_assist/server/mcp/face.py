@@ -358,7 +358,7 @@ class MCPRoute(APIRoute):
             return
         face: MCPFace = self.endpoint.__self__  # type: ignore[attr-defined]
         try:
-            body = face.assist.admit(Headers(scope=scope), receive)
+            body = await face.assist.admit(Headers(scope=scope), receive)
         except HTTPException as refused:
             await _refused(refused)(scope, receive, send)
             return

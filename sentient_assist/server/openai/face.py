@@ -342,13 +342,13 @@ class OpenAIRoute(APIRoute):
             return
         face: OpenAIFace = self.endpoint.__self__  # type: ignore[attr-defined]
         try:
-            receive = self.admit(face.assist, Headers(scope=scope), receive)
+            receive = await self.admit(face.assist, Headers(scope=scope), receive)
         except HTTPException as exc:
             await from_http_exception(exc)(scope, receive, send)
             return
         await self.handle_admitted(face.assist, scope, receive, send)
 
-    def admit(self, assist: Assist, headers: Headers, receive: Receive) -> Receive:
+    async def admit(self, assist: Assist, headers: Headers, receive: Receive) -> Receive:
         """What the request must pass before its body is read: the key."""
         assist.keys.check(headers.get("authorization"))
         return receive
@@ -361,8 +361,8 @@ class ChatCompletionsRoute(OpenAIRoute):
     """As `AssistRoute` (sentient_assist/server/assist.py): the body is bounded, and the request holds a
     place under ASSIST_MAX_STREAMS from its headers to its answer's end, in the same budget."""
 
-    def admit(self, assist: Assist, headers: Headers, receive: Receive) -> Receive:
-        return assist.admit(headers, receive)
+    async def admit(self, assist: Assist, headers: Headers, receive: Receive) -> Receive:
+        return await assist.admit(headers, receive)
 
     async def handle_admitted(self, assist: Assist, scope: Scope, receive: Receive, send: Send) -> None:
         try:
