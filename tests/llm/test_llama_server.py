@@ -376,8 +376,11 @@ def test_the_playground_answers_with_the_model_in_chromium(chat, expected):
             page.press("#prompt", "Enter")
             page.wait_for_selector(".turn:last-child .assistant[data-state=done]", timeout=60_000)
             shown = page.locator(".turn:last-child .assistant").inner_text()
+            # The server reports no usage on a stream: said so, never "0 tokens".
+            usage = page.locator(".turn:last-child .usage").inner_text()
             offline.context.close()
         finally:
             browser.close()
     assert offline.outside == [] and offline.errors == []
     assert " ".join(expected.split()) in " ".join(shown.split())  # with the turn's other events
+    assert usage == "USAGE · 1 request · tokens not reported"

@@ -320,9 +320,13 @@ export class TurnView {
     for (const key of Object.keys(usage)) usage[key] += Number(content[key]) || 0;
     this.usage = usage;
     this.footer.hidden = false;
+    // A model server that reports no usage on a stream (llama.cpp's) is not one that used none.
+    const reported = usage.input_tokens || usage.output_tokens || usage.total_tokens;
     this.footer.textContent =
       `USAGE · ${usage.requests} request${usage.requests === 1 ? "" : "s"} · ` +
-      `${usage.input_tokens} in · ${usage.output_tokens} out · ${usage.total_tokens} tokens`;
+      (reported
+        ? `${usage.input_tokens} in · ${usage.output_tokens} out · ${usage.total_tokens} tokens`
+        : "tokens not reported");
   }
 
   question(event) {
