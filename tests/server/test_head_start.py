@@ -5,18 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import time
 
 import orjson
 import pytest
-import uvicorn
 
 from sentient_assist import AbstractAgent, Query, ResponseHandler, Session
 from sentient_assist.runtime.head_start import HeadStart
 from sentient_assist.server import Settings, create_app
-from sentient_assist.server.protocol import BoundedHttpToolsProtocol
-from tests.support.waiting import wait_until
+from tests.support.server import uvicorn_in_thread
 
 
 def test_a_request_goes_on_at_once_when_no_run_is_starting():
@@ -165,16 +162,7 @@ def _answer(sock: socket.socket) -> bytes:
 @pytest.mark.parametrize("request_of", [_assist, _chat_completion], ids=["assist", "v1"])
 def test_of_requests_that_arrive_together_the_first_one_s_agent_steps_before_the_others_start(request_of):
     agent = CountsStartedRuns()
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    app = create_app(Settings(), agent)
-    config = uvicorn.Config(app, http=BoundedHttpToolsProtocol, lifespan="off", log_config=None)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    try:
-        assert wait_until(lambda: server.started, 10)
-        address = listener.getsockname()
+    with uvicorn_in_thread(create_app(Settings(), agent)) as (_, address):
         blocker = socket.create_connection(address)
         together = [socket.create_connection(address) for _ in range(4)]
         blocker.sendall(_assist("block"))
@@ -191,7 +179,3 @@ def test_of_requests_that_arrive_together_the_first_one_s_agent_steps_before_the
         assert sorted(prompt for prompt, _ in agent.seen) == ["r0", "r1", "r2", "r3"]
         for sock in [blocker, *together]:
             sock.close()
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        listener.close()

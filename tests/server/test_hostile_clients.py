@@ -10,17 +10,14 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
-from sentient_assist.server.protocol import BoundedHttpToolsProtocol
-from tests.support.server import RunningServer, free_port, running_command, running_server
+from tests.support.server import RunningServer, free_port, running_command, running_server, uvicorn_in_thread
 from tests.support.sse import new_body, read_stream
 
 SCRIPTED = "tests.support.agents:ScriptedAgent"
@@ -441,26 +438,13 @@ async def gives_up_mid_answer(scope, receive, send) -> None:
 def test_a_connection_closed_with_bytes_its_client_does_not_take_is_aborted_at_the_keep_alive_timeout():
     # uvicorn closes the connection of an answer left unfinished once it has flushed it: for ever,
     # to a client that does not read. The protocol aborts it a keep-alive timeout later.
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(
-        gives_up_mid_answer, http=BoundedHttpToolsProtocol, lifespan="off", log_config=None, timeout_keep_alive=1
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
-    thread.start()
-    try:
-        assert wait_for(lambda: server.started, 10)
+    with uvicorn_in_thread(gives_up_mid_answer, timeout_keep_alive=1) as (server, address):
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.connect(listener.getsockname())
+        sock.connect(address)
         sock.sendall(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
         assert wait_for(lambda: bool(server.server_state.connections), 2)
         assert wait_for(lambda: not server.server_state.connections, 4), "the connection is still open"
         received = len(answer_of(sock))  # what the kernels held, then the end
         assert received < 10_000_000
         sock.close()
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        listener.close()

@@ -7,12 +7,18 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
+import uvicorn
+
+from sentient_assist.server.protocol import BoundedHttpToolsProtocol
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,6 +46,27 @@ def running_server(env: dict[str, str] | None = None, args: list[str] | None = N
     command = [sys.executable, "-m", "app", "serve", "--port", str(port), *(args or [])]
     with running_command(command, port, env) as server:
         yield server
+
+
+@contextmanager
+def uvicorn_in_thread(app: Any, **config: Any) -> Iterator[tuple[uvicorn.Server, tuple[str, int]]]:
+    """`app` under a real uvicorn with the service's protocol, in a thread of this process, on a
+    free loopback port: for tests that read the server's state or the app's own objects. Yields
+    the server and its address; stops it after."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    options: dict[str, Any] = {"http": BoundedHttpToolsProtocol, "lifespan": "off", "log_config": None, **config}
+    server = uvicorn.Server(uvicorn.Config(app, **options))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+    thread.start()
+    try:
+        if not wait_until(lambda: server.started, 10):
+            raise RuntimeError("uvicorn did not start within 10 s")
+        yield server, listener.getsockname()
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        listener.close()
 
 
 @contextmanager
