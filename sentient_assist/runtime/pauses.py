@@ -279,9 +279,9 @@ def prompts_digest(prompts: Iterable[str]) -> str:
     return _b64(digest.digest())
 
 
-# The event that carries a pause of each kind, and its token.
+# The event that carries a pause of each kind, and its token; and the kind of each such event.
 PAUSE_EVENT_NAMES: dict[PauseKind, str] = {"ask_user": names.ASK_USER, "interrupt": names.INTERRUPT}
-_KINDS: dict[str, PauseKind] = {name: kind for kind, name in PAUSE_EVENT_NAMES.items()}
+PAUSE_KINDS: dict[str, PauseKind] = {name: kind for kind, name in PAUSE_EVENT_NAMES.items()}
 
 
 def pending_token(session: Session) -> tuple[PauseKind, str] | None:
@@ -290,15 +290,15 @@ def pending_token(session: Session) -> tuple[PauseKind, str] | None:
     history = session.compact_history()
     if history is not None:
         pause = history.last_pause()
-        return None if pause is None else (_KINDS[pause[0]], pause[1])
+        return None if pause is None else (PAUSE_KINDS[pause[0]], pause[1])
     interactions = session.get_interactions()
     if not interactions:
         return None
     for response in reversed(interactions[-1].responses):
         event = response.event
-        if isinstance(event, DocumentEvent) and event.event_name in _KINDS:
+        if isinstance(event, DocumentEvent) and event.event_name in PAUSE_KINDS:
             token = event.content.get("token")
-            return (_KINDS[event.event_name], token) if isinstance(token, str) and token else None
+            return (PAUSE_KINDS[event.event_name], token) if isinstance(token, str) and token else None
     return None
 
 

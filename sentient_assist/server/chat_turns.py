@@ -27,7 +27,7 @@ from sentient_assist.protocol.request import (
     RequestMessage,
     ResponseMessage,
 )
-from sentient_assist.runtime.pauses import PAUSE_EVENT_NAMES, PauseKind
+from sentient_assist.runtime.pauses import PAUSE_EVENT_NAMES
 
 ANSWER_SEPARATOR = "\n\n"  # between two assistant messages of one turn, as one answer
 
@@ -71,8 +71,7 @@ def _pause_of(record: Sequence[Any]) -> tuple[str, str] | None:
 TURN_READER = TurnReader(prompt=lambda record: "\n".join(record[0]), pause=_pause_of)
 
 
-def chat_history(
-    records: Sequence[tuple[Sequence[str], Sequence[str], tuple[PauseKind, str] | None] | list[Any]], source: str
-) -> History:
-    """The records as a compact history of one chat, its answers from `source` (the agent)."""
+def chat_history(records: Sequence[Sequence[Any]], source: str) -> History:
+    """The records `(parts, answers, pause)` as a compact history of one chat, its answers from
+    `source` (the agent)."""
     return History(records, partial(_interactions_of, ULID(), source), TURN_READER)

@@ -33,9 +33,9 @@ from sentient_assist.protocol.events import (
     TextBlockEvent,
     TextChunkEvent,
 )
+from sentient_assist.runtime.pauses import PAUSE_KINDS
 from sentient_assist.server.a2a.conversation import METADATA_KEY
 
-PAUSE_KINDS = {names.ASK_USER: "ask_user", names.INTERRUPT: "interrupt"}
 ERROR_ARTIFACT = "error"
 
 
