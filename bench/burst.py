@@ -34,6 +34,7 @@ from pathlib import Path
 import aiohttp
 import orjson
 
+from bench.report import percentile
 from bench.servers import HOST, ROOT, free_port
 
 STAMP = re.compile(rb"@(\d+\.\d+)\|")
@@ -68,11 +69,6 @@ async def read_one(session: aiohttp.ClientSession, path: str, urls: dict[str, st
                     pass
                 return (float(found.group(1)) - sent_at) * 1000, (first - sent) * 1000
     raise RuntimeError(f"{path}: no token")
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 async def measure(paths: list[str], urls: dict[str, str], rounds: int, burst: int) -> dict[str, dict[int, list]]:

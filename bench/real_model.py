@@ -51,6 +51,7 @@ from pathlib import Path
 import aiohttp
 import orjson
 
+from bench.report import percentile
 from bench.servers import HOST, Server
 from sentient_assist.agents.chat import SYSTEM_PROMPT
 from sentient_assist.llm.local_model import default_gguf_path
@@ -173,11 +174,6 @@ async def measure(paths: Paths, rounds: int) -> dict[str, dict[int, list[Reading
                 readings[path][4].extend(together)
                 readings[path][0].append(min(together, key=lambda r: r.ttft))
     return readings
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def summarize(readings: dict[str, dict[int, list[Reading]]]) -> dict[str, dict[str, dict[str, float | int]]]:

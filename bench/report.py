@@ -13,6 +13,12 @@ MAX_TTFE_MS = 5.0
 MAX_KB_PER_STREAM = 30.0
 
 
+def percentile(values: list[float], q: float) -> float:
+    """The nearest-rank `q` quantile of `values` (not empty)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
 def _get(summary: dict, key: str, metric: str):
     return summary.get(key, {}).get(metric)
 
