@@ -146,8 +146,8 @@ def _assist(prompt: str) -> bytes:
     return _post("/assist", orjson.dumps({"query": {"id": "01JDQ4Z8M7T3V5X9A2B4C6D8EF", "prompt": prompt}}))
 
 
-def _chat_completion(prompt: str) -> bytes:
-    body = {"model": "counts-runs", "messages": [{"role": "user", "content": prompt}], "stream": True}
+def _chat_completion(prompt: str, model: str = CountsStartedRuns.name) -> bytes:
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "stream": True}
     return _post("/v1/chat/completions", orjson.dumps(body))
 
 
@@ -179,3 +179,49 @@ def test_of_requests_that_arrive_together_the_first_one_s_agent_steps_before_the
         assert sorted(prompt for prompt, _ in agent.seen) == ["r0", "r1", "r2", "r3"]
         for sock in [blocker, *together]:
             sock.close()
+
+
+class NotesItsFirstStep(AbstractAgent):
+    """Notes that its first step has run, as an agent that calls a model sends its request then."""
+
+    name = "notes-first-step"
+    description = "Test agent: notes its first step."
+
+    def __init__(self) -> None:
+        self.stepped: list[str] = []
+
+    async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
+        self.stepped.append(query.prompt)
+        await response_handler.emit_text_block("FINAL_RESPONSE", query.prompt)
+        await response_handler.complete()
+
+
+@pytest.mark.parametrize(
+    "request_of", [_assist, lambda prompt: _chat_completion(prompt, NotesItsFirstStep.name)], ids=["assist", "v1"]
+)
+def test_a_run_s_agent_takes_its_first_step_before_the_response_s_headers_are_sent(request_of):
+    agent = NotesItsFirstStep()
+    app = create_app(Settings(), agent)
+    at_headers: list[list[str]] = []  # what had stepped when each response's headers went out
+
+    def notes_the_headers(inner):  # an ASGI middleware of the app's user: it sees every send
+        async def middleware(scope, receive, send):
+            async def noted(message):
+                if message["type"] == "http.response.start":
+                    at_headers.append(list(agent.stepped))
+                await send(message)
+
+            await inner(scope, receive, noted)
+
+        return middleware
+
+    app.add_middleware(notes_the_headers)
+    with uvicorn_in_thread(app) as (_, address):
+        for prompt in ("first", "second"):
+            with socket.create_connection(address) as sock:
+                sock.sendall(request_of(prompt))
+                answer = _answer(sock)
+            assert answer.startswith(b"HTTP/1.1 200 ") and prompt.encode() in answer, answer[:200]
+    # Each agent's first step ran before its client's headers were written: its model request
+    # (had it one) would have left first.
+    assert at_headers == [["first"], ["first", "second"]]
