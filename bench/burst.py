@@ -4,6 +4,7 @@ being answered, through the chat agent, for one client and for N at once, direct
 
     python -m bench.burst                          # about 40 s
     python -m bench.burst --baseline HEAD~1        # this tree against the commit before
+    python -m bench.burst --gap 0.02               # each request after 20 ms idle, as between a real model's answers
 
 The model server is bench/relay_upstream.py (`relay:3:0`: three tokens, the first at once):
 each token's text is `@<its send time>|`, so the first one tells when the model server
@@ -71,7 +72,9 @@ async def read_one(session: aiohttp.ClientSession, path: str, urls: dict[str, st
     raise RuntimeError(f"{path}: no token")
 
 
-async def measure(paths: list[str], urls: dict[str, str], rounds: int, burst: int) -> dict[str, dict[int, list]]:
+async def measure(
+    paths: list[str], urls: dict[str, str], rounds: int, burst: int, gap: float = 0.0
+) -> dict[str, dict[int, list]]:
     readings: dict[str, dict[int, list]] = {path: {1: [], burst: []} for path in paths}
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         for path in paths:  # warm up: connections, caches, the first requests' imports
@@ -81,8 +84,12 @@ async def measure(paths: list[str], urls: dict[str, str], rounds: int, burst: in
         for number in range(rounds):
             order = paths[number % len(paths) :] + paths[: number % len(paths)]
             for path in order:
+                if gap:
+                    await asyncio.sleep(gap)
                 readings[path][1].append(await read_one(session, path, urls))
             for path in order:
+                if gap:
+                    await asyncio.sleep(gap)
                 together = await asyncio.gather(*(read_one(session, path, urls) for _ in range(burst)))
                 readings[path][burst].append(min(together))
     return readings
@@ -116,7 +123,7 @@ async def serve_and_measure(
 ) -> dict[str, dict[int, list]]:
     for url, process in servers:
         await wait_serving(url, process)
-    return await measure(paths, urls, args.rounds, args.clients)
+    return await measure(paths, urls, args.rounds, args.clients, args.gap)
 
 
 def run(args: argparse.Namespace) -> str:
@@ -169,7 +176,8 @@ def run(args: argparse.Namespace) -> str:
                 f"| {shown} | {name} | {statistics.median(leads):.2f} | {percentile(leads, 0.99):.2f} | "
                 f"{statistics.median(ttfts):.2f} | {percentile(ttfts, 0.99):.2f} |"
             )
-    lines.append(f"\n{args.rounds} rounds, {seconds:.0f} s, load average {os.getloadavg()[0]:.2f}")
+    gap = f", {args.gap * 1000:.0f} ms idle before each request" if args.gap else ""
+    lines.append(f"\n{args.rounds} rounds{gap}, {seconds:.0f} s, load average {os.getloadavg()[0]:.2f}")
     return "\n".join(lines)
 
 
@@ -178,6 +186,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=200, help="rounds of each load (default 200)")
     parser.add_argument("--clients", type=int, default=4, help="requests sent at once in a burst (default 4)")
     parser.add_argument("--baseline", help="a git revision to serve beside this tree, from a temporary worktree")
+    parser.add_argument(
+        "--gap",
+        type=float,
+        default=0.0,
+        help="seconds of idle before each request (default 0: back to back); a real model's answers leave"
+        " the service idle between requests, and on a virtual machine's idle cores every write that wakes"
+        " a peer costs more",
+    )
     args = parser.parse_args(argv)
     print(run(args))
     return 0

@@ -28,9 +28,11 @@ time to first token at 4 clients the figure is, of each round, the stream served
 least time to first token), what the service adds without the queue's noise. The first table
 shows every stream. The targets are read from twins (`paired`): each request through our
 service against its direct twin, measured moments apart in the same state of the model, so
-that the drift of a machine the run shares cancels out. A fourth path, `again`, is the direct
-one measured once more and read as though it were ours: what it "adds" is the noise floor of
-those differences, below which no figure of ours can be told from nothing.
+that the drift of a machine the run shares cancels out. Two more paths are floors, read as
+though they were ours: `again`, the direct one measured once more, whose "added" figures are
+the noise of those differences, below which no figure of ours can be told from nothing; and
+`hop`, the direct request through bench/tcp_hop.py, a process that only copies bytes, whose
+figures are what any service between the client and the model costs on this machine.
 """
 
 from __future__ import annotations
@@ -63,11 +65,13 @@ PROMPTS = [
     "Explain what a cloud is.",
     "Write a short poem about bread.",
 ]
-PATHS = ["direct", "again", "assist", "v1"]
+PATHS = ["direct", "again", "hop", "assist", "v1"]
 # `again` is the direct path measured a second time, as though it were one of ours: what it
 # "adds" is the noise floor of the twins' differences on this machine, the resolution of the
-# figures read against the targets.
+# figures read against the targets. `hop` is the direct request through bench/tcp_hop.py, a
+# process that copies bytes and does nothing else: what any service in the middle adds here.
 OURS = ("assist", "v1")
+FLOORS = ("again", "hop")
 MODEL = "smollm2"
 # The issue's targets.
 MAX_ADDED_TTFT_P50_MS = 2.0
@@ -92,9 +96,10 @@ class Reading:
 class Paths:
     """Where each path's request goes, and how its answer reads."""
 
-    def __init__(self, llama_port: int, ours_port: int) -> None:
+    def __init__(self, llama_port: int, ours_port: int, hop_port: int) -> None:
         self.llama = f"http://{HOST}:{llama_port}"
         self.ours = f"http://{HOST}:{ours_port}"
+        self.hop = f"http://{HOST}:{hop_port}"
 
     def request(self, path: str, prompt: str, max_tokens: int = MAX_TOKENS) -> tuple[str, bytes]:
         if path == "assist":
@@ -103,14 +108,14 @@ class Paths:
         if path == "v1":  # the agent's name is the model; the chat agent adds its system prompt
             body = {"model": "chat", "messages": [{"role": "user", "content": prompt}], "stream": True}
             return self.ours + "/v1/chat/completions", orjson.dumps(body)
-        body = {  # direct, and again
+        body = {  # direct, again and hop
             "model": MODEL,
             "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}],
             "stream": True,
             "temperature": 0,
             "max_tokens": max_tokens,
         }
-        return self.llama + "/v1/chat/completions", orjson.dumps(body)
+        return (self.hop if path == "hop" else self.llama) + "/v1/chat/completions", orjson.dumps(body)
 
 
 def token_of(path: str, line: bytes) -> str | None:
@@ -209,7 +214,7 @@ def paired(readings: dict[str, dict[int, list[Reading]]]) -> dict[str, dict[str,
     its four). The differences of twins cancel the drift of a machine the run shares."""
     direct = readings["direct"]
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for path in ("again", *OURS):
+    for path in (*FLOORS, *OURS):
         ours = readings[path]
         out[path] = {}
         for clients, firsts, rates in (
@@ -283,12 +288,16 @@ def table(results: dict) -> str:
     lines += ["", "| target | measured | result |", "|---|---:|---|"]
     for row in results["targets"]:
         lines.append(f"| {row['target']} | {row['measured']} | {'**PASS**' if row['pass'] else '**FAIL**'} |")
-    lines += ["", "| the direct path again (the noise floor) | 1 client | 4 clients |", "|---|---:|---:|"]
-    floor = results["paired"]["again"]
+    lines += [
+        "",
+        "| the floors | again, 1 client | again, 4 clients | hop, 1 client | hop, 4 clients |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    floors = [results["paired"][path][clients] for path in FLOORS for clients in ("1", "4")]
     for key, label in (("added_ttft_p50_ms", "added TTFT p50"), ("added_ttft_p99_ms", "added TTFT p99")):
-        lines.append(f"| {label} | {floor['1'][key]:+.2f} ms | {floor['4'][key]:+.2f} ms |")
-    ratios = (floor["1"]["tokens_per_second_ratio_p50"], floor["4"]["tokens_per_second_ratio_p50"])
-    lines.append(f"| tokens/s ratio | {ratios[0]:.3f}x | {ratios[1]:.3f}x |")
+        lines.append(f"| {label} | " + " | ".join(f"{floor[key]:+.2f} ms" for floor in floors) + " |")
+    ratios = " | ".join(f"{floor['tokens_per_second_ratio_p50']:.3f}x" for floor in floors)
+    lines.append(f"| tokens/s ratio | {ratios} |")
     lines.append("")
     lines.append(f"answers that differ from the direct one: {results['different_answers']}")
     return "\n".join(lines)
@@ -320,8 +329,17 @@ async def main_async(args: argparse.Namespace) -> dict:
     llama = Server("llama", "llama.cpp", command, {}, log_dir / "llama.log")
     llama.start()
     ours: Server | None = None
+    hop = Server(
+        "hop",
+        "tcp hop",
+        [sys.executable, "-m", "bench.tcp_hop", "--upstream", f"{HOST}:{llama.port}"],
+        {},
+        log_dir / "hop.log",
+    )
+    hop.start()
     try:
         await wait_serving(f"http://{HOST}:{llama.port}/v1/models", llama)
+        await wait_serving(f"http://{HOST}:{hop.port}/v1/models", hop)
         env = {
             "ASSIST_LOG_LEVEL": "warning",
             "MODEL_BASE_URL": f"http://{HOST}:{llama.port}/v1",
@@ -336,11 +354,12 @@ async def main_async(args: argparse.Namespace) -> dict:
         await wait_serving(f"http://{HOST}:{ours.port}/healthz", ours)
         load_before = os.getloadavg()[0]
         started = time.monotonic()
-        readings = await measure(Paths(llama.port, ours.port), args.rounds)
+        readings = await measure(Paths(llama.port, ours.port, hop.port), args.rounds)
         seconds = time.monotonic() - started
     finally:
         if ours is not None:
             ours.stop()
+        hop.stop()
         llama.stop()
     summary = summarize(readings)
     pairs = paired(readings)
