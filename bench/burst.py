@@ -191,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.0,
         help="seconds of idle before each request (default 0: back to back); a real model's answers leave"
-        " the service idle between requests, and on a virtual machine's idle cores every write that wakes"
-        " a peer costs more",
+        " the service idle between requests, and after idle each request's work, its writes most, costs"
+        " about three times as much (bench/README.md)",
     )
     args = parser.parse_args(argv)
     print(run(args))
