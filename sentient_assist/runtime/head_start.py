@@ -24,7 +24,8 @@ from collections import deque
 class HeadStart:
     """The runs of one service whose agent has not yet taken its first step, and the requests
     waiting for them. `started()` when a run's task is created (its first step is then the
-    next thing the loop runs of it); `await turn()` before a request's work begins."""
+    next thing the loop runs of it); `await turn()` before a request's work begins, and before
+    a stream sends its headers (server/event_stream.py: its own run's model request goes first)."""
 
     __slots__ = ("_starting", "_waiting", "_passing", "_loop")
 
