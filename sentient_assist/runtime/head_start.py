@@ -24,15 +24,17 @@ from collections import deque
 class HeadStart:
     """The runs of one service whose agent has not yet taken its first step, and the requests
     waiting for them. `started()` when a run's task is created (its first step is then the
-    next thing the loop runs of it); `await turn()` before a request's work begins, and before
-    a stream sends its headers (server/event_stream.py: its own run's model request goes first)."""
+    next thing the loop runs of it); `await turn()` before a request's work begins (at the app's
+    door, server/head_start.py, and again at admission, for a route in an app of the user's), and
+    before a stream sends its headers (server/event_stream.py: its own run's model request goes first)."""
 
     __slots__ = ("_starting", "_waiting", "_passing", "_loop")
 
     def __init__(self) -> None:
         self._starting = 0  # runs whose first step is still to come
-        self._waiting: deque[asyncio.Future[None]] = deque()
-        self._passing = False  # a waiter was let go, and its step is still to come
+        self._waiting: deque[tuple[asyncio.Future[None], object]] = deque()
+        # Who was let go (its task, else its waiter), until its step has run; None: nobody is passing.
+        self._passing: object | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def started(self) -> None:
@@ -43,12 +45,17 @@ class HeadStart:
 
     async def turn(self) -> None:
         """Return at once when no run is starting and no request is waiting; else once the
-        runs started before have taken their first step and the requests ahead have gone on."""
+        runs started before have taken their first step and the requests ahead have gone on.
+        A request let go that takes its turn again in the same step (at the door, then at
+        admission: server/head_start.py) goes on: it is the one passing."""
         loop = self._on(asyncio.get_running_loop())
-        if not (self._starting or self._waiting or self._passing):
+        if not (self._starting or self._waiting or self._passing is not None):
+            return
+        task = asyncio.current_task()
+        if task is not None and self._passing is task and not self._starting:
             return
         waiter = loop.create_future()
-        self._waiting.append(waiter)
+        self._waiting.append((waiter, task or waiter))
         await waiter
 
     def _on(self, loop: asyncio.AbstractEventLoop) -> asyncio.AbstractEventLoop:
@@ -58,7 +65,7 @@ class HeadStart:
             self._loop = loop
             self._starting = 0
             self._waiting.clear()
-            self._passing = False
+            self._passing = None
         return loop
 
     def _stepped(self) -> None:
@@ -66,18 +73,18 @@ class HeadStart:
         self._let_one_go()
 
     def _let_one_go(self) -> None:
-        if self._starting or self._passing or self._loop is None:
+        if self._starting or self._passing is not None or self._loop is None:
             return
         while self._waiting:
-            waiter = self._waiting.popleft()
+            waiter, who = self._waiting.popleft()
             if not waiter.done():  # a waiter cancelled is skipped
                 waiter.set_result(None)
-                self._passing = True  # until its step has run: a request that comes meanwhile queues
+                self._passing = who  # until its step has run: a request that comes meanwhile queues
                 self._loop.call_soon(self._passed)
                 return
 
     def _passed(self) -> None:
         # After the step of the waiter let go: it has started a run (whose first step lets the
         # next go), or it waits on something else, or it is done; either way the next may go on.
-        self._passing = False
+        self._passing = None
         self._let_one_go()

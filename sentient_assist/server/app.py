@@ -19,6 +19,7 @@ from sentient_assist.server.a2a.mount import add_a2a
 from sentient_assist.server.access_log import AccessLogMiddleware
 from sentient_assist.server.agui.mount import add_agui
 from sentient_assist.server.assist import Assist
+from sentient_assist.server.head_start import HeadStartMiddleware
 from sentient_assist.server.logs import configure_logging
 from sentient_assist.server.mcp.mount import add_mcp
 from sentient_assist.server.openai.face import OpenAIFace
@@ -41,7 +42,8 @@ def create_app(
     """The service for `agent`, or for the agent `ASSIST_AGENT` names.
 
     A FastAPI app like any other: add middleware, dependencies and exception handlers to it,
-    or mount it in another app. Its middleware, outermost first: the access log (and the
+    or mount it in another app. Its middleware, outermost first: the head start (a request waits
+    for the runs still starting: sentient_assist/server/head_start.py), the access log (and the
     request id), CORS when ASSIST_CORS_ORIGINS is set, the tracing of runs when on, then FastAPI's own.
 
     Traces (docs/observability.md) are exported when OTEL_EXPORTER_OTLP_ENDPOINT is set, or to
@@ -94,6 +96,8 @@ def create_app(
     if app.state.tracing is not None:
         app.add_middleware(TracingMiddleware, tracing=app.state.tracing)
     app.add_middleware(AccessLogMiddleware)
+    # Outermost of ours: a request waits for the runs still starting before any middleware's work.
+    app.add_middleware(HeadStartMiddleware, head_start=assist.streams.head_start)
     return app
 
 

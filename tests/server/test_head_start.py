@@ -9,10 +9,12 @@ import time
 
 import orjson
 import pytest
+from starlette.middleware import Middleware
 
 from sentient_assist import AbstractAgent, Query, ResponseHandler, Session
 from sentient_assist.runtime.head_start import HeadStart
 from sentient_assist.server import Settings, create_app
+from sentient_assist.server.head_start import HeadStartMiddleware
 from tests.support.server import uvicorn_in_thread
 
 
@@ -63,6 +65,38 @@ def test_requests_wait_for_the_first_step_of_the_runs_started_before_them_then_g
     assert order.index("run 0 step 1") < order.index("r1 admitted")
     assert order.index("r1 admitted") < order.index("r1 step 1") < order.index("r2 admitted")
     assert order.index("r2 step 1") < order.index("r3 admitted")
+    assert [item for item in order if item.endswith("admitted")] == ["r1 admitted", "r2 admitted", "r3 admitted"]
+
+
+def test_a_request_let_go_that_takes_its_turn_again_in_the_same_step_goes_on_ahead_of_the_ones_behind_it():
+    async def main() -> list[str]:
+        head_start = HeadStart()
+        order: list[str] = []
+
+        async def agent(name: str) -> None:
+            order.append(f"{name} step 1")
+
+        async def request(name: str) -> None:
+            await head_start.turn()  # at the door
+            order.append(f"{name} at the door")
+            await head_start.turn()  # at admission, in the same step
+            order.append(f"{name} admitted")
+            task = asyncio.create_task(agent(name))
+            head_start.started()
+            await task
+
+        first = asyncio.create_task(agent("run 0"))
+        head_start.started()
+        requests = [asyncio.create_task(request(f"r{n}")) for n in (1, 2, 3)]
+        await asyncio.gather(first, *requests)
+        return order
+
+    order = asyncio.run(main())
+    # Taken twice, the turn is still one: each request is admitted in the step it was let go in,
+    # before the next goes past the door, and the requests keep their order.
+    for n in (1, 2):
+        assert order.index(f"r{n} at the door") + 1 == order.index(f"r{n} admitted")
+        assert order.index(f"r{n} step 1") < order.index(f"r{n + 1} at the door")
     assert [item for item in order if item.endswith("admitted")] == ["r1 admitted", "r2 admitted", "r3 admitted"]
 
 
@@ -192,6 +226,8 @@ class NotesItsFirstStep(AbstractAgent):
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
         self.stepped.append(query.prompt)
+        if query.prompt == "block":  # holds the event loop while the requests of the test come in
+            time.sleep(0.3)  # noqa: ASYNC251 (the point: the loop is held)
         await response_handler.emit_text_block("FINAL_RESPONSE", query.prompt)
         await response_handler.complete()
 
@@ -225,3 +261,40 @@ def test_a_run_s_agent_takes_its_first_step_before_the_response_s_headers_are_se
     # Each agent's first step ran before its client's headers were written: its model request
     # (had it one) would have left first.
     assert at_headers == [["first"], ["first", "second"]]
+
+
+@pytest.mark.parametrize(
+    "request_of", [_assist, lambda prompt: _chat_completion(prompt, NotesItsFirstStep.name)], ids=["assist", "v1"]
+)
+def test_requests_that_arrive_behind_a_starting_run_wait_for_its_first_step_before_any_middleware(request_of):
+    agent = NotesItsFirstStep()
+    app = create_app(Settings(), agent)
+    at_entry: list[list[str]] = []  # what had stepped when each request reached the service's middleware
+
+    class NotesEachEntry:  # put just inside the head start, where the access log is: the service's own work
+        def __init__(self, app):
+            self.app = app
+
+        async def __call__(self, scope, receive, send):
+            if scope["type"] == "http":
+                at_entry.append(list(agent.stepped))
+            await self.app(scope, receive, send)
+
+    assert app.user_middleware[0].cls is HeadStartMiddleware  # outermost of the service's
+    app.user_middleware.insert(1, Middleware(NotesEachEntry))
+    with uvicorn_in_thread(app) as (_, address):
+        blocker = socket.create_connection(address)
+        together = [socket.create_connection(address) for _ in range(4)]
+        blocker.sendall(_assist("block"))
+        time.sleep(0.1)  # the event loop is held by the blocking agent: the four arrive while it sleeps
+        for number, sock in enumerate(together):
+            sock.sendall(request_of(f"r{number}"))
+        answers = [_answer(sock) for sock in [blocker, *together]]
+        for number, answer in enumerate(answers[1:]):
+            assert answer.startswith(b"HTTP/1.1 200 "), answer[:200]
+            assert f"r{number}".encode() in answer
+        for sock in [blocker, *together]:
+            sock.close()
+    # The four were read in one turn of the loop. Each went past the door only once the run
+    # of the one before it had taken its first step (its model request sent, had it one).
+    assert [len(stepped) for stepped in at_entry] == [0, 1, 2, 3, 4], at_entry
