@@ -374,6 +374,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         "seconds": round(seconds, 1),
         "rounds": args.rounds,
         "threads": args.threads,
+        "pinned": args.pin,
         "max_tokens": MAX_TOKENS,
         "summary": summary,
         "paired": pairs,
@@ -397,6 +398,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pin", action="store_true", help="the model server on CPU 0, the rest on CPU 1")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     args = parser.parse_args(argv)
+    if args.pin and not {0, 1} <= os.sched_getaffinity(0):
+        parser.error(f"--pin needs CPUs 0 and 1 (this process may run on {sorted(os.sched_getaffinity(0))})")
     results = asyncio.run(main_async(args))
     if args.out is not None:
         args.out.write_text(json.dumps(results, indent=2) + "\n")
