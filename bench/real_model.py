@@ -40,7 +40,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
+import gc
 import json
 import os
 import platform
@@ -48,6 +50,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -159,27 +162,48 @@ async def measure(paths: Paths, rounds: int) -> dict[str, dict[int, list[Reading
     """Per path: at 1 client (key 1), at 4 (key 4), and the first served of each round of 4 (key 0)."""
     readings: dict[str, dict[int, list[Reading]]] = {path: {1: [], 4: [], 0: []} for path in PATHS}
     timeout = aiohttp.ClientTimeout(total=120)
-    async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0)) as session:
+    # Idle connections dropped after 2 s, before any server's own keep-alive ends them (uvicorn's
+    # 5 s): a connection reused just as its server closes it is a "Server disconnected" mid-run.
+    connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=2)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
         for prompt in PROMPTS:  # warm up: every path, every prompt, once
             for path in PATHS:
                 await read_one(session, paths, path, prompt)
+        gc.collect()
+        gc.freeze()  # what the run made so far (the session, the imports) is not the collector's to walk again
         log(f"1 client: {rounds} rounds x {len(PROMPTS)} prompts x {len(PATHS)} paths")
         for number in range(rounds):
             order = PATHS[number % len(PATHS) :] + PATHS[: number % len(PATHS)]
             for prompt in PROMPTS:
                 for path in order:
                     await read_one(session, paths, "direct", prompt, 1)  # the model's state: this prompt, evaluated
-                    readings[path][1].append(await read_one(session, paths, path, prompt))
+                    with collector_paused():
+                        readings[path][1].append(await read_one(session, paths, path, prompt))
         log(f"4 clients: {rounds} rounds x {len(PATHS)} paths, one prompt 4 times at once")
         for number in range(rounds):
             order = PATHS[number % len(PATHS) :] + PATHS[: number % len(PATHS)]
             prompt = PROMPTS[number % len(PROMPTS)]
             for path in order:
                 await read_one(session, paths, "direct", prompt, 1)
-                together = await asyncio.gather(*(read_one(session, paths, path, prompt) for _ in range(4)))
+                with collector_paused():
+                    together = await asyncio.gather(*(read_one(session, paths, path, prompt) for _ in range(4)))
                 readings[path][4].extend(together)
                 readings[path][0].append(min(together, key=lambda r: r.ttft))
     return readings
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No collection of this client's own while a measured request is in flight: its pauses
+    (measured here: middle-generation passes of about 1.7 ms, a full one of 35 ms) would land at random on
+    whichever path was being read, the direct one as often as ours, and widen every p99 with
+    noise that is the client's, not the service's. It collects between requests, untimed."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.collect()
 
 
 def summarize(readings: dict[str, dict[int, list[Reading]]]) -> dict[str, dict[str, dict[str, float | int]]]:
