@@ -58,7 +58,8 @@ _MAX_PROVIDER_FIELD = 80  # of its error's type and code
 class OpenAIChatModel:
     """A chat model behind an OpenAI-compatible API. Connection errors, timeouts, 408, 409, 429
     and 5xx are retried before the response starts, with backoff (`max_retries`), as the openai
-    client does; `timeout` is how long to wait for each next piece of the answer.
+    client does; a kept connection the server closed unanswered is resent at once on a new one,
+    besides. `timeout` is how long to wait for each next piece of the answer.
 
     A failure raises ModelProviderError with a short message of ours for its kind, the provider's
     HTTP status and the request id in `details`, never the provider's text (it can quote the
@@ -234,7 +235,9 @@ class OpenAIChatModel:
         """The streamed response, its status 2xx: connection errors, timeouts and retryable statuses
         retried as the openai client does, with its delays."""
         session = await self._sessions.session()
-        for attempt in range(self._max_retries + 1):
+        reconnected = False
+        attempt = 0
+        while True:
             retry = attempt < self._max_retries
             try:
                 response = await session.post(
@@ -247,8 +250,12 @@ class OpenAIChatModel:
                     proxy_auth=self._proxy_auth,
                 )
             except aiohttp.ClientError as exc:
+                if not reconnected and _closed_unanswered(exc):
+                    reconnected = True  # once, at once, on a new connection: not one of the backoff's retries
+                    continue
                 if retry:
                     await asyncio.sleep(_retry_delay(attempt, None))
+                    attempt += 1
                     continue
                 raise _ProviderFailed.of_transport(exc, None) from None
             if 200 <= response.status < 300:
@@ -261,9 +268,9 @@ class OpenAIChatModel:
                 response.release()
             if retry and _should_retry(response.status, response.headers):
                 await asyncio.sleep(_retry_delay(attempt, response.headers))
+                attempt += 1
                 continue
             raise _ProviderFailed.of_status(response, text)
-        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _failure_fields(self, failed: _ProviderFailed, sent: list[str]) -> dict[str, Any]:
         """The log line's fields, what an operator needs: never the request, and the provider's own
@@ -647,6 +654,15 @@ def _should_retry(status: int, headers: Mapping[str, str]) -> bool:
     if said in ("true", "false"):
         return said == "true"
     return status in (408, 409, 429) or status >= 500
+
+
+def _closed_unanswered(exc: aiohttp.ClientError) -> bool:
+    """Closed before a byte of answer on a connection that was open: most often a pooled one the
+    model server closed as it went idle, just as it was taken (uvicorn's keep-alive is 5 s, so
+    llama.cpp's and vLLM's Python servers do it between a user's messages). aiohttp retries that
+    only for idempotent methods, and a chat completion is a POST. A failed connect is not this."""
+    closed = isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError)
+    return closed and not isinstance(exc, aiohttp.ClientConnectorError)
 
 
 def _retry_delay(attempt: int, headers: Mapping[str, str] | None) -> float:

@@ -96,6 +96,75 @@ async def test_events_cut_anywhere_by_the_network_crlf_lines_and_a_last_event_wi
     assert [e.text for e in events if isinstance(e, TextDelta)] == ["Hel", "lo", "!"]
 
 
+@asynccontextmanager
+async def provider_closing_kept_connections(connections: list[int]) -> AsyncIterator[str]:
+    """A provider whose every connection answers its first request in full and stays open
+    (keep-alive), then is closed, unanswered, when a second request arrives on it: what a model
+    server's idle timeout does to a pooled connection taken just as it ends. `connections` gets,
+    per connection, how many requests it answered."""
+
+    answering: set[asyncio.Task[object]] = set()
+    body = data("Hi") + b"\n\n" + FINISHED + b"data: [DONE]\n\n"
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answering.add(asyncio.current_task())  # type: ignore[arg-type]
+        connections.append(0)
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    int(h.split(b":")[1]) for h in head.lower().split(b"\r\n") if h.startswith(b"content-length")
+                )
+                await reader.readexactly(length)
+                if connections[-1]:
+                    return  # the second request on this connection: closed without a byte
+                writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
+                writer.write(b"content-length: %d\r\n\r\n" % len(body) + body)
+                await writer.drain()
+                connections[-1] += 1
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield f"http://127.0.0.1:{port}/v1"
+        await asyncio.gather(*answering)
+
+
+async def test_a_kept_connection_the_provider_closes_as_it_is_reused_is_sent_again_on_a_new_one():
+    # max_retries=0: no retry of the backoff's; the request is resent once, at once, all the same.
+    connections: list[int] = []
+    async with provider_closing_kept_connections(connections) as base_url:
+        chat_model = OpenAIChatModel("gpt-test", base_url=base_url, max_retries=0)
+        answers = [await text_of(chat_model) for _ in range(3)]
+        await chat_model.aclose()
+    assert answers == ["Hi", "Hi", "Hi"]
+    # Each answer after the first: its request was dropped on the kept connection, then answered on a new one.
+    assert connections == [1, 1, 1]
+
+
+async def test_a_provider_that_closes_every_connection_unanswered_is_a_connection_failure(llm_log):
+    closed: list[int] = []
+
+    async def close_at_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        closed.append(1)
+        writer.close()
+
+    server = await asyncio.start_server(close_at_once, "127.0.0.1", 0)
+    async with server:
+        port = server.sockets[0].getsockname()[1]
+        chat_model = OpenAIChatModel("gpt-test", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+        with pytest.raises(ModelProviderError) as raised:
+            await text_of(chat_model)
+        await chat_model.aclose()
+    assert str(raised.value) == "The connection to the model provider failed."
+    assert len(closed) == 2  # the request, and once more on a new connection: no more
+
+
 async def test_text_read_together_with_a_failure_after_it_still_comes_first(llm_log):
     error = b'data: {"error":{"message":"overloaded","type":"server_error"}}\n\n'
     async with provider_writing(data("Hi") + b"\n\n" + data(" there") + b"\n\n" + error) as base_url:
