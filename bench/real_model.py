@@ -33,7 +33,10 @@ that the drift of a machine the run shares cancels out. Two more paths are floor
 though they were ours: `again`, the direct one measured once more, whose "added" figures are
 the noise of those differences, below which no figure of ours can be told from nothing; and
 `hop`, the direct request through bench/tcp_hop.py, a process that only copies bytes, whose
-figures are what any service between the client and the model costs on this machine.
+figures are what any service between the client and the model costs on this machine. At 4
+clients only, a third: `spread`, the direct request with its four sent SPREAD_SECONDS apart (as
+our service, doing its work for each in turn, sends its four model requests), whose figures are
+what arrivals spread out cost the model server itself.
 """
 
 from __future__ import annotations
@@ -76,6 +79,11 @@ PATHS = ["direct", "again", "hop", "assist", "v1"]
 # process that copies bytes and does nothing else: what any service in the middle adds here.
 OURS = ("assist", "v1")
 FLOORS = ("again", "hop")
+# At 4 clients: the direct request, its four sent this far apart: about the time from a request's
+# arrival at our service to its model request (0.83 ms at 1 client, 1.01 ms at 4, bench/README.md).
+SPREAD = "spread"
+SPREAD_SECONDS = 0.0009
+PATHS_AT_4 = [*PATHS, SPREAD]
 MODEL = "smollm2"
 # The issue's targets.
 MAX_ADDED_TTFT_P50_MS = 2.0
@@ -112,7 +120,7 @@ class Paths:
         if path == "v1":  # the agent's name is the model; the chat agent adds its system prompt
             body = {"model": "chat", "messages": [{"role": "user", "content": prompt}], "stream": True}
             return self.ours + "/v1/chat/completions", orjson.dumps(body)
-        body = {  # direct, again and hop
+        body = {  # direct, again, hop and spread
             "model": MODEL,
             "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}],
             "stream": True,
@@ -138,9 +146,18 @@ def token_of(path: str, line: bytes) -> str | None:
 
 
 async def read_one(
-    session: aiohttp.ClientSession, paths: Paths, path: str, prompt: str, max_tokens: int = MAX_TOKENS
+    session: aiohttp.ClientSession,
+    paths: Paths,
+    path: str,
+    prompt: str,
+    max_tokens: int = MAX_TOKENS,
+    after: float = 0.0,
 ) -> Reading:
+    """One streamed answer, its request sent `after` seconds from now; its time to first token
+    is from that send."""
     url, body = paths.request(path, prompt, max_tokens)
+    if after:
+        await asyncio.sleep(after)
     times: list[float] = []
     pieces: list[str] = []
     sent = time.perf_counter()
@@ -160,7 +177,7 @@ async def read_one(
 
 async def measure(paths: Paths, rounds: int) -> dict[str, dict[int, list[Reading]]]:
     """Per path: at 1 client (key 1), at 4 (key 4), and the first served of each round of 4 (key 0)."""
-    readings: dict[str, dict[int, list[Reading]]] = {path: {1: [], 4: [], 0: []} for path in PATHS}
+    readings: dict[str, dict[int, list[Reading]]] = {path: {1: [], 4: [], 0: []} for path in PATHS_AT_4}
     timeout = aiohttp.ClientTimeout(total=120)
     # Idle connections dropped after 2 s, before any server's own keep-alive ends them (uvicorn's
     # 5 s): a connection reused just as its server closes it is a "Server disconnected" mid-run.
@@ -179,14 +196,17 @@ async def measure(paths: Paths, rounds: int) -> dict[str, dict[int, list[Reading
                     await read_one(session, paths, "direct", prompt, 1)  # the model's state: this prompt, evaluated
                     with collector_paused():
                         readings[path][1].append(await read_one(session, paths, path, prompt))
-        log(f"4 clients: {rounds} rounds x {len(PATHS)} paths, one prompt 4 times at once")
+        log(f"4 clients: {rounds} rounds x {len(PATHS_AT_4)} paths, one prompt 4 times at once")
         for number in range(rounds):
-            order = PATHS[number % len(PATHS) :] + PATHS[: number % len(PATHS)]
+            order = PATHS_AT_4[number % len(PATHS_AT_4) :] + PATHS_AT_4[: number % len(PATHS_AT_4)]
             prompt = PROMPTS[number % len(PROMPTS)]
             for path in order:
                 await read_one(session, paths, "direct", prompt, 1)
+                step = SPREAD_SECONDS if path == SPREAD else 0.0
                 with collector_paused():
-                    together = await asyncio.gather(*(read_one(session, paths, path, prompt) for _ in range(4)))
+                    together = await asyncio.gather(
+                        *(read_one(session, paths, path, prompt, after=k * step) for k in range(4))
+                    )
                 readings[path][4].extend(together)
                 readings[path][0].append(min(together, key=lambda r: r.ttft))
     return readings
@@ -194,10 +214,10 @@ async def measure(paths: Paths, rounds: int) -> dict[str, dict[int, list[Reading
 
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
-    """No collection of this client's own while a measured request is in flight: its pauses
-    (measured here: middle-generation passes of about 1.7 ms, a full one of 35 ms) would land at random on
-    whichever path was being read, the direct one as often as ours, and widen every p99 with
-    noise that is the client's, not the service's. It collects between requests, untimed."""
+    """No collection of this client's own while a measured request is in flight: its pauses (a
+    probe of this client counted middle-generation passes of about 1.7 ms and a full one of
+    35 ms) would land at random on whichever path was being read, the direct one as often as
+    ours, widening every p99 with noise of the client's. It collects between requests, untimed."""
     gc.disable()
     try:
         yield
@@ -211,6 +231,8 @@ def summarize(readings: dict[str, dict[int, list[Reading]]]) -> dict[str, dict[s
     for path, by_clients in readings.items():
         summary[path] = {}
         for clients, items in by_clients.items():
+            if not items:  # spread: 4 clients only
+                continue
             ttfts = [r.ttft * 1000 for r in items]
             rates = [r.tokens_per_second for r in items if r.tokens_per_second is not None]
             summary[path][str(clients)] = {
@@ -239,17 +261,21 @@ def paired(readings: dict[str, dict[int, list[Reading]]]) -> dict[str, dict[str,
     its four). The differences of twins cancel the drift of a machine the run shares."""
     direct = readings["direct"]
     out: dict[str, dict[str, dict[str, float]]] = {}
-    for path in (*FLOORS, *OURS):
+    for path in (*FLOORS, SPREAD, *OURS):
         ours = readings[path]
         out[path] = {}
-        for clients, firsts, rates in (
-            ("1", list(zip(ours[1], direct[1], strict=True)), list(zip(ours[1], direct[1], strict=True))),
+        loads = []
+        if path != SPREAD:  # spread: 4 clients only
+            ones = list(zip(ours[1], direct[1], strict=True))
+            loads.append(("1", ones, ones))
+        loads.append(
             (
                 "4",
                 list(zip(ours[0], direct[0], strict=True)),
                 list(zip(_rounds(ours[4]), _rounds(direct[4]), strict=True)),
-            ),
-        ):
+            )
+        )
+        for clients, firsts, rates in loads:
             added = [(a.ttft - b.ttft) * 1000 for a, b in firsts]
             ratios = [_rate(a) / _rate(b) for a, b in rates if _rate(b)]
             out[path][clients] = {
@@ -304,7 +330,7 @@ def table(results: dict) -> str:
         "|---:|---|---:|---:|---:|---:|---:|",
     ]
     for clients, label in (("1", "1"), ("4", "4"), ("0", "4, first served")):
-        for path in PATHS:
+        for path in PATHS if clients == "1" else PATHS_AT_4:
             row = summary[path][clients]
             lines.append(
                 f"| {label} | {path} | {row['streams']} | {row['ttft_p50_ms']:.2f} | {row['ttft_p99_ms']:.2f} | "
@@ -315,10 +341,11 @@ def table(results: dict) -> str:
         lines.append(f"| {row['target']} | {row['measured']} | {'**PASS**' if row['pass'] else '**FAIL**'} |")
     lines += [
         "",
-        "| the floors | again, 1 client | again, 4 clients | hop, 1 client | hop, 4 clients |",
-        "|---|---:|---:|---:|---:|",
+        "| the floors | again, 1 client | again, 4 clients | hop, 1 client | hop, 4 clients | spread, 4 clients |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     floors = [results["paired"][path][clients] for path in FLOORS for clients in ("1", "4")]
+    floors.append(results["paired"][SPREAD]["4"])
     for key, label in (("added_ttft_p50_ms", "added TTFT p50"), ("added_ttft_p99_ms", "added TTFT p99")):
         lines.append(f"| {label} | " + " | ".join(f"{floor[key]:+.2f} ms" for floor in floors) + " |")
     ratios = " | ".join(f"{floor['tokens_per_second_ratio_p50']:.3f}x" for floor in floors)
