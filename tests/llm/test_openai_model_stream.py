@@ -8,7 +8,7 @@ import asyncio
 import gc
 import logging
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import pytest
@@ -44,22 +44,45 @@ async def test_an_event_split_over_data_lines_comments_and_other_fields_are_read
     assert await text_of(OpenAIChatModel("gpt-test", base_url=model.base_url)) == "Hi there"
 
 
+Answer = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@asynccontextmanager
+async def serving(answer: Answer) -> AsyncIterator[str]:
+    """A provider on a loopback port, `answer` serving each of its connections: its base URL.
+    Every connection is closed before it ends (before the test's loop does)."""
+    answering: set[asyncio.Task[object]] = set()
+
+    async def tracked(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        answering.add(asyncio.current_task())  # type: ignore[arg-type]
+        await answer(reader, writer)
+
+    server = await asyncio.start_server(tracked, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        yield f"http://127.0.0.1:{port}/v1"
+        await asyncio.gather(*answering)
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    """One request off the connection: its head (request line and headers), its body read past."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(int(h.split(b":")[1]) for h in head.lower().split(b"\r\n") if h.startswith(b"content-length"))
+    await reader.readexactly(length)
+    return head
+
+
 @asynccontextmanager
 async def provider_writing(*writes: bytes, heads: list[bytes] | None = None) -> AsyncIterator[str]:
     """A provider that answers any request with a 200 event stream written as `writes`, each
     its own TCP write a moment after the last, then closes: lines and events cut anywhere.
     Each request's head (request line and headers) is added to `heads`."""
 
-    answering: set[asyncio.Task[object]] = set()
-
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        answering.add(asyncio.current_task())  # type: ignore[arg-type]
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
+            head = await read_request(reader)
             if heads is not None:
                 heads.append(head)
-            length = next(int(h.split(b":")[1]) for h in head.lower().split(b"\r\n") if h.startswith(b"content-length"))
-            await reader.readexactly(length)
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n")
             for piece in writes:
                 writer.write(piece)
@@ -70,11 +93,8 @@ async def provider_writing(*writes: bytes, heads: list[bytes] | None = None) -> 
         finally:
             writer.close()
 
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    async with server:
-        yield f"http://127.0.0.1:{port}/v1"
-        await asyncio.gather(*answering)  # every connection closed before the loop ends
+    async with serving(answer) as base_url:
+        yield base_url
 
 
 def data(text: str) -> bytes:
@@ -103,19 +123,13 @@ async def provider_closing_kept_connections(connections: list[int]) -> AsyncIter
     server's idle timeout does to a pooled connection taken just as it ends. `connections` gets,
     per connection, how many requests it answered."""
 
-    answering: set[asyncio.Task[object]] = set()
     body = data("Hi") + b"\n\n" + FINISHED + b"data: [DONE]\n\n"
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        answering.add(asyncio.current_task())  # type: ignore[arg-type]
         connections.append(0)
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(h.split(b":")[1]) for h in head.lower().split(b"\r\n") if h.startswith(b"content-length")
-                )
-                await reader.readexactly(length)
+                await read_request(reader)
                 if connections[-1]:
                     return  # the second request on this connection: closed without a byte
                 writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n")
@@ -127,11 +141,8 @@ async def provider_closing_kept_connections(connections: list[int]) -> AsyncIter
         finally:
             writer.close()
 
-    server = await asyncio.start_server(answer, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    async with server:
-        yield f"http://127.0.0.1:{port}/v1"
-        await asyncio.gather(*answering)
+    async with serving(answer) as base_url:
+        yield base_url
 
 
 async def test_a_kept_connection_the_provider_closes_as_it_is_reused_is_sent_again_on_a_new_one():
@@ -150,14 +161,12 @@ async def test_a_provider_that_closes_every_connection_unanswered_is_a_connectio
     closed: list[int] = []
 
     async def close_at_once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.readuntil(b"\r\n\r\n")
+        await read_request(reader)
         closed.append(1)
         writer.close()
 
-    server = await asyncio.start_server(close_at_once, "127.0.0.1", 0)
-    async with server:
-        port = server.sockets[0].getsockname()[1]
-        chat_model = OpenAIChatModel("gpt-test", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    async with serving(close_at_once) as base_url:
+        chat_model = OpenAIChatModel("gpt-test", base_url=base_url, max_retries=0)
         with pytest.raises(ModelProviderError) as raised:
             await text_of(chat_model)
         await chat_model.aclose()
