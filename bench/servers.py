@@ -89,6 +89,7 @@ class Server:
     log_path: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen | None = None
+    cwd: Path = ROOT  # another build's tree (a git worktree) serves from its own folder
 
     @property
     def pid(self) -> int:
@@ -102,7 +103,7 @@ class Server:
         self._log = open(self.log_path, "ab" if append else "wb")
         self.process = subprocess.Popen(
             [*self.command, "--port", str(self.port)],
-            cwd=ROOT,
+            cwd=self.cwd,
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=self._log,

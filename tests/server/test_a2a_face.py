@@ -28,6 +28,7 @@ from a2a.types.a2a_pb2 import (
     Role,
     SendMessageRequest,
     StreamResponse,
+    SubscribeToTaskRequest,
     Task,
     TaskState,
 )
@@ -369,6 +370,62 @@ async def test_a_task_canceled_on_one_replica_stops_on_the_one_that_runs_it(
         task = await on_first.get_task(GetTaskRequest(id=task_id))
     assert task.status.state == TaskState.TASK_STATE_CANCELED
     assert len(get_artifact_text(task.artifacts[0], "").split()) < 50
+
+
+def streamed_text(items: list[StreamResponse]) -> str:
+    """The answer the items carry: the task's FINAL_RESPONSE artifact as it stood, then each
+    artifact update's text after it (an update appends, or replaces the artifact)."""
+    text = ""
+    for item in items:
+        if item.HasField("task"):
+            text = artifacts_by_name(item.task).get("FINAL_RESPONSE", "")
+        elif item.HasField("artifact_update") and item.artifact_update.artifact.name == "FINAL_RESPONSE":
+            update = item.artifact_update
+            chunk = get_artifact_text(update.artifact, "")
+            text = text + chunk if update.append else chunk
+    return text
+
+
+async def test_subscribe_on_another_replica_follows_the_task_live_to_its_end(
+    replicas: tuple[RunningServer, RunningServer], redis: RunningRedis
+) -> None:
+    first, second = replicas
+    async with a2a_client(first.url) as on_first, a2a_client(second.url) as on_second:
+        stream = on_first.send_message(user_message("slowly:8"))
+        async for item in stream:
+            if item.HasField("artifact_update"):
+                task_id = item.artifact_update.task_id
+                break
+        # The second replica does not run the task: it serves it from Redis, then its events as they come.
+        followed = [item async for item in on_second.subscribe(SubscribeToTaskRequest(id=task_id))]
+        rest = [item async for item in stream]
+    assert followed[0].HasField("task")
+    assert followed[0].task.status.state == TaskState.TASK_STATE_WORKING
+    assert sum(item.HasField("artifact_update") for item in followed) >= 2  # live updates, not only the task
+    last = followed[-1]
+    assert last.HasField("status_update") and last.status_update.status.state == TaskState.TASK_STATE_COMPLETED
+    answer = "".join(f"word{index} " for index in range(8))
+    assert streamed_text(followed) == answer
+    assert not any(item.HasField("task") and item.task.status.state == TaskState.TASK_STATE_FAILED for item in rest)
+    # The task's events are kept only while it sends: a minute at most.
+    assert 0 < int(redis.command("PTTL", f"sentient_assist:a2a:events:{task_id}")) <= 60_000
+
+
+async def test_a_follower_on_another_replica_whose_redis_dies_gets_an_error_not_a_hang() -> None:
+    with running_redis() as dying:
+        shared = {**AGENT, "ASSIST_REDIS_URL": dying.url, "ASSIST_RESUME_SECRET": "one-secret-for-every-replica"}
+        with running_server(shared) as first, running_server(shared) as second:
+            async with a2a_client(first.url) as on_first, a2a_client(second.url) as on_second:
+                stream = on_first.send_message(user_message("slowly:15"))
+                async for item in stream:
+                    if item.HasField("artifact_update"):
+                        task_id = item.artifact_update.task_id
+                        break
+                followed = on_second.subscribe(SubscribeToTaskRequest(id=task_id))
+                assert (await anext(followed)).HasField("task")
+                dying.kill()
+                with pytest.raises(A2AError, match="could not be read from the shared store"):
+                    await asyncio.wait_for(anext(followed), 3)  # well before the 4 s time limit
 
 
 async def test_a_contexts_earlier_tasks_are_the_conversation_of_its_next(server: RunningServer) -> None:

@@ -20,7 +20,8 @@ ASSIST_API_KEYS is set, and every call needs a key then.
 
 Tasks are kept where every replica finds them when the service has a Redis (stores.py), and a
 task's next message is answered by whichever replica it reaches: the conversation is read back
-from the task (conversation.py), its pause checked by its sealed token.
+from the task (conversation.py), its pause checked by its sealed token. SubscribeToTask on a
+replica that does not run the task follows it through Redis as well (task_events.py).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from a2a.server.cluster import VersionedTaskStore
@@ -58,6 +59,9 @@ from sentient_assist.server.open_streams import CUT_OFF_AFTER_SECONDS
 from sentient_assist.server.request_id import request_id_of
 from sentient_assist.server.routes import get_and_head
 from sentient_assist.server.settings import Settings
+
+if TYPE_CHECKING:
+    from sentient_assist.server.a2a.task_events import RedisTaskEventStream
 
 A2A_PATH = "/a2a"
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
@@ -121,12 +125,19 @@ class A2AFace:
         self.path = path
         self.public_url = settings.public_url.rstrip("/") if settings.public_url else None
         self.redis: Any = None
+        self.followers: Any = None
         store: TaskStore | VersionedTaskStore
+        events: RedisTaskEventStream | None = None
         if settings.redis_url is not None:
             import redis.asyncio
 
-            self.redis = redis.asyncio.from_url(settings.redis_url.get_secret_value())
+            from sentient_assist.server.a2a.task_events import RedisTaskEventStream, followers_client
+
+            url = settings.redis_url.get_secret_value()
+            self.redis = redis.asyncio.from_url(url)
+            self.followers = followers_client(url)
             store = RedisTaskStore(self.redis, settings.resume_ttl)
+            events = RedisTaskEventStream(store, self.followers)
         else:
             store = BoundedTaskStore(settings.resume_ttl)
         self.store = store
@@ -138,6 +149,7 @@ class A2AFace:
             store,
             agent_card(self.agent, path, with_keys=with_keys),
             interrupted_task_timeout=PARKED_TASK_SECONDS,
+            event_stream=events,  # with Redis: SubscribeToTask follows a task running on another replica
         )
         self.dispatcher = JsonRpcDispatcher(
             self.handler,
@@ -177,6 +189,7 @@ class A2AFace:
             await self.handler.aclose()
             if self.redis is not None:
                 await self.redis.aclose()
+                await self.followers.aclose()
 
     async def card(self, request: Request) -> JSONResponse:
         """The agent card: its name, description and skill, and its JSON-RPC URL."""

@@ -21,6 +21,7 @@ from a2a.server.cluster import ConcurrentTaskModificationError, StoredTask, Task
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task, TaskState
+from a2a.utils.proto_utils import to_stream_response
 
 # Not settings (yet): what one process keeps of finished and waiting tasks.
 MAX_TASKS = 10_000
@@ -117,7 +118,10 @@ class BoundedTaskStore(InMemoryTaskStore):
 
 # One save, compared and set at once: the task's version must be the one it was read at (a
 # replica that saves from an older read is refused), except for a write to CANCELED, which wins
-# over any task not finished yet (a cancel from any replica). Returns the new version, or -1.
+# over any task not finished yet (a cancel from any replica). The event that made the task, if
+# any, goes to the task's event stream with its version, in the same step: a follower never
+# finds a version without its event, and it costs no round trip of its own. Returns the new
+# version, or -1.
 _SAVE = """
 local version = tonumber(redis.call('HGET', KEYS[1], 'v') or '0')
 local state = tonumber(redis.call('HGET', KEYS[1], 's') or '-1')
@@ -139,14 +143,27 @@ if version == 1 and ARGV[9] ~= '' then
   redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -tonumber(ARGV[10]) - 1)
   redis.call('PEXPIRE', KEYS[3], ARGV[3])
 end
+if ARGV[11] ~= '' then
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[12], '*', 'v', version, 'd', ARGV[11])
+  redis.call('PEXPIRE', KEYS[4], ARGV[13])
+end
 return version
 """
+# A task's events, for the replicas following it (task_events.py), kept this long after the last
+# one: a follower reads the task, then the events after its version, within moments; a task that
+# sends again (its next message) starts its stream again.
+EVENTS_KEPT_SECONDS = 60.0
+# The events one task's stream holds at most, the oldest going first: far more than a follower is
+# ever behind, since the replica running the task sends at most one update every 20 ms.
+MAX_EVENTS = 1_000
 
 
 class RedisTaskStore(VersionedTaskStore):
     """Tasks in Redis, shared by the replicas: each task a hash (its protobuf bytes, its state
-    and its version) that expires `ttl` seconds after its last save, and each key's tasks a
-    sorted set (by time of save) for ListTasks.
+    and its version) that expires `ttl` seconds after its last save, each key's tasks a sorted
+    set (by time of save) for ListTasks, and each task's events a Stream (`events_key`: {v: the
+    version the event made, d: the event as A2A's StreamResponse bytes}, MAX_EVENTS at most,
+    gone EVENTS_KEPT_SECONDS after the last), as a2a-sdk's SQL store keeps its task_events.
 
     Versioned, as a2a-sdk's cluster mode has it: a save from a stale read is refused
     (ConcurrentTaskModificationError), so that a task canceled on one replica while it runs on
@@ -167,6 +184,11 @@ class RedisTaskStore(VersionedTaskStore):
 
     def _context_key(self, owner: str, context_id: str) -> str:
         return f"{self.prefix}context:{owner}:{context_id}"
+
+    def events_key(self, task_id: str) -> str:
+        """The task's event stream. Named by the task's id alone (the SDK's UUIDs): a follower
+        reads the task from the store, whose read is scoped to its key, before its events."""
+        return f"{self.prefix}events:{task_id}"
 
     async def in_context(self, context_id: str, context: ServerCallContext) -> list[Task]:
         """The context's most recent tasks (at most MAX_CONTEXT_TASKS), the oldest first."""
@@ -191,7 +213,12 @@ class RedisTaskStore(VersionedTaskStore):
         owner = _owner(context)
         canceling = task.status.state == TaskState.TASK_STATE_CANCELED
         version = await self._save(
-            keys=[self._task_key(owner, task.id), self._index_key(owner), self._context_key(owner, task.context_id)],
+            keys=[
+                self._task_key(owner, task.id),
+                self._index_key(owner),
+                self._context_key(owner, task.context_id),
+                self.events_key(task.id),
+            ],
             args=[
                 task.SerializeToString(),
                 _number(prev_version),
@@ -203,6 +230,9 @@ class RedisTaskStore(VersionedTaskStore):
                 MAX_TASKS_LISTED,
                 task.context_id,
                 MAX_CONTEXT_TASKS,
+                b"" if event is None else to_stream_response(event).SerializeToString(),
+                MAX_EVENTS,
+                int(EVENTS_KEPT_SECONDS * 1000),
             ],
         )
         if int(version) < 0:
