@@ -465,6 +465,38 @@ async def test_a_run_past_the_time_limit_fails_its_task_and_the_agent_is_cancell
     assert wait_for_file(cancelled, 5) is not None  # the agent's task was cancelled
 
 
+async def test_a_tasks_conversation_counts_in_max_history_bytes_total_while_its_run_holds_it() -> None:
+    with running_server({**AGENT, "ASSIST_MAX_HISTORY_BYTES_TOTAL": "1024"}) as small:
+        async with a2a_client(small.url) as client:
+            [first] = [
+                i for i in await responses(client, user_message("echo-history:" + "y" * 300)) if i.HasField("task")
+            ]
+            context_id = first.task.context_id
+
+            def in_context(text: str) -> SendMessageRequest:
+                request = user_message(text)
+                request.message.context_id = context_id
+                return request
+
+            # A run whose conversation holds about 640 bytes; a second one at once would pass 1,024.
+            holding = client.send_message(in_context("slowly:10"))
+            async for item in holding:
+                if item.HasField("artifact_update"):
+                    break
+            refused = await responses(client, in_context("answer"))
+            status = (
+                refused[-1].status_update.status if refused[-1].HasField("status_update") else refused[-1].task.status
+            )
+            assert status.state == TaskState.TASK_STATE_REJECTED
+            reason = get_message_text(status.message)
+            assert "ASSIST_MAX_HISTORY_BYTES_TOTAL (1024 bytes)" in reason and "retry shortly" in reason
+            rest = [item async for item in holding]
+            assert rest[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+            # Its run ended, its conversation is let go: the same message now runs.
+            again = await responses(client, in_context("answer"))
+            assert again[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
+
+
 async def test_every_call_and_every_run_counts_under_max_streams() -> None:
     with running_server({**AGENT, "ASSIST_MAX_STREAMS": "1"}) as one:
         url, headers = one.url + "/a2a", {"A2A-Version": "1.0"}

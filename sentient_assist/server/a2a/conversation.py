@@ -11,7 +11,7 @@ prompts, so the prompts are read back exactly as they were sent.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from a2a.helpers import get_artifact_text, get_message_text
@@ -20,13 +20,14 @@ from google.protobuf.json_format import MessageToDict
 from ulid import ULID
 
 from sentient_assist.protocol import conventions as names
+from sentient_assist.protocol.history import History
 from sentient_assist.protocol.request import (
     MAX_INTERACTIONS,
     SessionObject,
 )
 from sentient_assist.runtime.pauses import PAUSE_EVENT_NAMES, PauseKind
 from sentient_assist.runtime.session import Session
-from sentient_assist.server.chat_turns import chat_interaction
+from sentient_assist.server.chat_turns import chat_history
 
 # Where a message of ours keeps what A2A has no field for: a pause's kind and sealed token.
 METADATA_KEY = "sentient_assist"
@@ -64,12 +65,18 @@ def pause_of(message: Message) -> tuple[PauseKind, str] | None:
 
 
 def session_of(
-    task: Task | None, agent_name: str, earlier: Sequence[Task] = (), *, max_bytes: int | None = None
+    task: Task | None,
+    agent_name: str,
+    earlier: Sequence[Task] = (),
+    *,
+    max_bytes: int | None = None,
+    hold: Callable[[History], None] | None = None,
 ) -> Session:
     """The session of a task's next message: the turns of the context's `earlier` tasks (each
     answered by its FINAL_RESPONSE artifacts), then the task's own, the last one holding the
     pause the task waits at, if it waits at one. Its text is at most `max_bytes` (the body
-    limit: what an /assist request's history could hold), else ConversationError."""
+    limit: what an /assist request's history could hold), else ConversationError. Its history
+    is given to `hold` (the service's `HistoryBudget.hold`, which may refuse it)."""
     turns: list[tuple[str, list[str]]] = []
     for done in earlier:
         _read_turns(done, turns)
@@ -90,13 +97,15 @@ def session_of(
                 f"{size} characters, more than ASSIST_MAX_BODY_BYTES ({max_bytes}): start a new context"
             )
     pause = pause_of(task.status.message) if task is not None and task.status.HasField("message") else None
-    chat_id = ULID()
-    interactions = []
-    for index, (prompt, answers) in enumerate(turns):
-        last = index == len(turns) - 1
-        interactions.append(chat_interaction(chat_id, agent_name, [prompt], answers, pause if last else None))
-    session_object = SessionObject(processor_id=agent_name, activity_id=chat_id, request_id=ULID())
-    session_object.interactions = interactions
+    # Kept compact, as the other faces' histories are: the turns' models are built if the agent
+    # reads them, and the service counts what it holds (ASSIST_MAX_HISTORY_BYTES_TOTAL).
+    last = len(turns) - 1
+    records = [([prompt], answers, pause if index == last else None) for index, (prompt, answers) in enumerate(turns)]
+    session_object = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID())
+    history = chat_history(records, agent_name)
+    if hold is not None:
+        hold(history)
+    session_object.__dict__["interactions"] = history
     return Session(session_object)
 
 

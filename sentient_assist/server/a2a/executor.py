@@ -22,6 +22,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import Task, TaskState, TaskStatus
+from fastapi import HTTPException
 from ulid import ULID
 
 from sentient_assist.protocol.request import Query
@@ -106,9 +107,14 @@ class AgentRunExecutor(AgentExecutor):
             earlier = await self._tasks(earlier_of(current), call_context)
         try:
             prompt = prompt_of(context.message)
-            session = session_of(current, agent.name, earlier, max_bytes=assist.max_body_bytes)
-        except ConversationError as bad:
-            await updater.reject(updater.new_agent_message([new_text_part(str(bad))]))
+            session = session_of(
+                current, agent.name, earlier, max_bytes=assist.max_body_bytes, hold=assist.histories.hold
+            )
+        except (ConversationError, HTTPException) as refused:
+            # A2A has no refusal that leaves a task as it was: the message is rejected, its reason
+            # the text (a field to fix, or ASSIST_MAX_HISTORY_BYTES_TOTAL reached: retry shortly).
+            reason = str(refused.detail if isinstance(refused, HTTPException) else refused)
+            await updater.reject(updater.new_agent_message([new_text_part(reason)]))
             return
         state = context.call_context.state
         runs: RequestRuns | None = state.get(STATE_RUNS)
