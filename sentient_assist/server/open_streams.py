@@ -25,6 +25,11 @@ class OpenStreams(RunWatcher):
         self._grace = grace
         self._drain_started: float | None = None
 
+    @property
+    def grace(self) -> float:
+        """Seconds a stream may go on once the server shuts down (ASSIST_SHUTDOWN_GRACE)."""
+        return self._grace
+
     def look_after(self, now: float) -> None:
         if self._drain_started is None and is_draining():
             self._drain_started = now

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -326,6 +327,44 @@ def test_arguments_it_cannot_take_are_a_tool_error_and_another_tool_a_protocol_e
     message["params"]["name"] = "another"
     (unknown,) = messages_of(post(server, message))
     assert unknown["error"]["code"] == -32602 and TOOL in unknown["error"]["message"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_call_in_flight_at_sigterm_gets_its_answer_within_the_shutdown_grace(mode):
+    env = {**AGENT, "ASSIST_SHUTDOWN_GRACE": "20", "ASSIST_REQUEST_TIMEOUT": "20"}
+    with running_server(env) as server:
+        notes: list[str | None] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if not notes:  # the answer has started: stop the server under it
+                server.process.send_signal(signal.SIGTERM)
+            notes.append(message)
+
+        async with connected(server, mode, key=None) as client:
+            await client.list_tools()  # as a client does on connecting: the call needs no list after it
+            result = await client.call_tool(TOOL, {"prompt": "slowly:8"}, progress_callback=on_progress)
+        assert not result.is_error
+        assert text_of(result) == "".join(f"word{index} " for index in range(8))
+        assert server.process.wait(timeout=15) in (0, -signal.SIGTERM)
+        assert "Traceback" not in server.log() and "ASGI callable returned without" not in server.log()
+
+
+async def test_a_call_still_running_when_the_grace_ends_gets_a_503_result_not_a_dropped_request():
+    env = {**AGENT, "ASSIST_SHUTDOWN_GRACE": "1", "ASSIST_REQUEST_TIMEOUT": "20"}
+    with running_server(env) as server:
+        signalled: list[float] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            if not signalled:
+                server.process.send_signal(signal.SIGTERM)
+                signalled.append(time.monotonic())
+
+        async with connected(server, "legacy", key=None) as client:
+            await client.list_tools()
+            result = await client.call_tool(TOOL, {"prompt": "slowly:40"}, progress_callback=on_progress)
+        assert result.is_error and "shutting down" in text_of(result)
+        assert 1.0 <= time.monotonic() - signalled[0] < 10
+        assert server.process.wait(timeout=15) in (0, -signal.SIGTERM)
 
 
 def test_there_is_no_session_to_get_or_delete(server):

@@ -54,6 +54,7 @@ from sentient_assist.server.assist import STATE_AGENT, STATE_STATS, Assist
 from sentient_assist.server.auth import BEARER_SCHEME
 from sentient_assist.server.event_stream import abort_connection, survive_cut_off
 from sentient_assist.server.limits import CLIENT_CLOSED_REQUEST
+from sentient_assist.server.mcp.drain import streams_drained_after
 from sentient_assist.server.mcp.tool import (
     AnswerHook,
     ToolAnswer,
@@ -150,7 +151,9 @@ class MCPFace:
         manager = StreamableHTTPSessionManager(
             self.server, stateless=True, max_request_body_size=max(self.assist.max_body_bytes, 1)
         )
-        async with manager.run():
+        # A call in flight at SIGTERM gets the shutdown grace and the time to send its answer.
+        grace = self.assist.streams.grace + WRITE_GRACE_SECONDS
+        async with manager.run(), streams_drained_after(grace):
             self._manager = manager
             try:
                 yield
