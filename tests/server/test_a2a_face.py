@@ -104,6 +104,14 @@ def final_task(items: list[StreamResponse]) -> tuple[str, str]:
     raise AssertionError("no task in the stream")
 
 
+async def answering(stream: AsyncIterator[StreamResponse]) -> str:
+    """Read `stream` up to its first artifact update (the agent is answering): its task's id."""
+    async for item in stream:
+        if item.HasField("artifact_update"):
+            return item.artifact_update.task_id
+    raise AssertionError("the stream ended before the agent answered")
+
+
 def test_the_card_names_the_agent_its_skill_and_its_json_rpc_url(server: RunningServer) -> None:
     card = httpx.get(server.url + "/.well-known/agent-card.json").json()
     assert card["name"] == "a2a-agent"
@@ -179,10 +187,7 @@ async def test_cancel_stops_the_run_and_cancels_the_task(server: RunningServer) 
     async with a2a_client(server.url) as client:
         stream = client.send_message(user_message("slowly:100"))
         task_id = ""
-        async for item in stream:
-            if item.HasField("artifact_update"):
-                task_id = item.artifact_update.task_id
-                break
+        task_id = await answering(stream)
         async with a2a_client(server.url) as other:
             canceled = await other.cancel_task(CancelTaskRequest(id=task_id))
         assert canceled.status.state == TaskState.TASK_STATE_CANCELED
@@ -196,10 +201,7 @@ async def test_cancel_stops_the_run_and_cancels_the_task(server: RunningServer) 
 async def test_a_client_that_leaves_a_stream_leaves_its_task_running_to_its_end(server: RunningServer) -> None:
     async with a2a_client(server.url) as client:
         stream = client.send_message(user_message("slowly:5"))
-        async for item in stream:
-            if item.HasField("artifact_update"):
-                task_id = item.artifact_update.task_id
-                break
+        task_id = await answering(stream)
         await stream.aclose()  # the connection closes with the stream
         for _ in range(100):  # bounded: the run ends in about a second
             task = await client.get_task(GetTaskRequest(id=task_id))
@@ -358,10 +360,7 @@ async def test_a_task_canceled_on_one_replica_stops_on_the_one_that_runs_it(
     first, second = replicas
     async with a2a_client(first.url) as on_first, a2a_client(second.url) as on_second:
         stream = on_first.send_message(user_message("slowly:50"))
-        async for item in stream:
-            if item.HasField("artifact_update"):
-                task_id = item.artifact_update.task_id
-                break
+        task_id = await answering(stream)
         canceled = await on_second.cancel_task(CancelTaskRequest(id=task_id))
         assert canceled.status.state == TaskState.TASK_STATE_CANCELED
         rest = [item async for item in stream]  # the running replica's next save is refused: it stops
@@ -392,10 +391,7 @@ async def test_subscribe_on_another_replica_follows_the_task_live_to_its_end(
     first, second = replicas
     async with a2a_client(first.url) as on_first, a2a_client(second.url) as on_second:
         stream = on_first.send_message(user_message("slowly:8"))
-        async for item in stream:
-            if item.HasField("artifact_update"):
-                task_id = item.artifact_update.task_id
-                break
+        task_id = await answering(stream)
         # The second replica does not run the task: it serves it from Redis, then its events as they come.
         followed = [item async for item in on_second.subscribe(SubscribeToTaskRequest(id=task_id))]
         rest = [item async for item in stream]
@@ -417,10 +413,7 @@ async def test_a_follower_on_another_replica_whose_redis_dies_gets_an_error_not_
         with running_server(shared) as first, running_server(shared) as second:
             async with a2a_client(first.url) as on_first, a2a_client(second.url) as on_second:
                 stream = on_first.send_message(user_message("slowly:15"))
-                async for item in stream:
-                    if item.HasField("artifact_update"):
-                        task_id = item.artifact_update.task_id
-                        break
+                task_id = await answering(stream)
                 followed = on_second.subscribe(SubscribeToTaskRequest(id=task_id))
                 assert (await anext(followed)).HasField("task")
                 dying.kill()
@@ -480,9 +473,7 @@ async def test_a_tasks_conversation_counts_in_max_history_bytes_total_while_its_
 
             # A run whose conversation holds about 640 bytes; a second one at once would pass 1,024.
             holding = client.send_message(in_context("slowly:10"))
-            async for item in holding:
-                if item.HasField("artifact_update"):
-                    break
+            await answering(holding)
             refused = await responses(client, in_context("answer"))
             status = (
                 refused[-1].status_update.status if refused[-1].HasField("status_update") else refused[-1].task.status
@@ -502,10 +493,7 @@ async def test_every_call_and_every_run_counts_under_max_streams() -> None:
         url, headers = one.url + "/a2a", {"A2A-Version": "1.0"}
         async with a2a_client(one.url) as client:
             stream = client.send_message(user_message("slowly:10"))
-            async for item in stream:
-                if item.HasField("artifact_update"):
-                    task_id = item.artifact_update.task_id
-                    break
+            task_id = await answering(stream)
             async with httpx.AsyncClient(timeout=30) as http:
                 refused = await http.post(url, json=rpc("GetTask", {"id": task_id}), headers=headers)
                 assert refused.status_code == 503 and refused.headers["retry-after"] == "1"

@@ -20,16 +20,10 @@ from a2a.server.cluster import TaskEventStream, TaskVersion, VersionedEvent
 from a2a.server.events.event_queue import Event
 from a2a.types.a2a_pb2 import StreamResponse
 from a2a.utils.errors import InternalError
+from redis.asyncio import BlockingConnectionPool, Redis  # found by mount.py before this is imported
+from redis.exceptions import RedisError
 
 from sentient_assist.server.a2a.stores import RedisTaskStore
-
-try:
-    from redis.exceptions import RedisError
-except ImportError as exc:  # pragma: no cover - the extra is missing
-    raise ImportError(
-        "ASSIST_REDIS_URL is set: A2A tasks are shared in Redis, which needs the redis package:"
-        " pip install 'sentient-assist[redis]'"
-    ) from exc
 
 # Followers' connections to Redis, per replica; past it a follower waits POOL_WAIT_SECONDS for
 # one, then gets an error rather than its updates.
@@ -77,8 +71,6 @@ class RedisTaskEventStream(TaskEventStream):
 def followers_client(url: str) -> Any:
     """A client for followers' reads: at most MAX_FOLLOWER_CONNECTIONS connections, each read
     bounded in time."""
-    from redis.asyncio import BlockingConnectionPool, Redis
-
     pool = BlockingConnectionPool.from_url(
         url,
         max_connections=MAX_FOLLOWER_CONNECTIONS,
