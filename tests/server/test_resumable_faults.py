@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sentient_assist.server.runs.redis_buffer import MAX_CONNECTIONS
+from sentient_assist.server.redis_readers import MAX_CONNECTIONS
 from tests.server.test_resumable_runs import cut_after, resumable_env, resume, shape
 from tests.server.test_stream_guarantees import assert_well_ended
 from tests.support.redis_server import RunningRedis, running_redis

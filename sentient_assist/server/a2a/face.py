@@ -29,10 +29,10 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
-from a2a.server.cluster import VersionedTaskStore
+from a2a.server.cluster import TaskEventStream, VersionedTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -59,9 +59,6 @@ from sentient_assist.server.open_streams import CUT_OFF_AFTER_SECONDS
 from sentient_assist.server.request_id import request_id_of
 from sentient_assist.server.routes import get_and_head
 from sentient_assist.server.settings import Settings
-
-if TYPE_CHECKING:
-    from sentient_assist.server.a2a.task_events import RedisTaskEventStream
 
 A2A_PATH = "/a2a"
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
@@ -127,15 +124,16 @@ class A2AFace:
         self.redis: Any = None
         self.followers: Any = None
         store: TaskStore | VersionedTaskStore
-        events: RedisTaskEventStream | None = None
+        events: TaskEventStream | None = None
         if settings.redis_url is not None:
             import redis.asyncio
 
-            from sentient_assist.server.a2a.task_events import RedisTaskEventStream, followers_client
+            from sentient_assist.server.a2a.task_events import RedisTaskEventStream
+            from sentient_assist.server.redis_readers import readers_client
 
             url = settings.redis_url.get_secret_value()
             self.redis = redis.asyncio.from_url(url)
-            self.followers = followers_client(url)
+            self.followers = readers_client(url)
             store = RedisTaskStore(self.redis, settings.resume_ttl)
             events = RedisTaskEventStream(store, self.followers)
         else:

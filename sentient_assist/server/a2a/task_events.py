@@ -7,8 +7,8 @@ for input. The events are written by the task store (stores.py, `RedisTaskStore.
 save of the replica running the task appends the event that made it, with its version, in the
 same step, as a2a-sdk's SQL store does; so `publish` has nothing left to do.
 
-Followers wait in XREAD on a pool of their own, at most MAX_FOLLOWER_CONNECTIONS connections, a
-second at a time: however many follow, the store's saves keep their connections.
+Followers wait in XREAD on a pool of their own (redis_readers.py: at most 64 connections a
+replica, a second at a time): however many follow, the store's saves keep their connections.
 """
 
 from __future__ import annotations
@@ -20,25 +20,19 @@ from a2a.server.cluster import TaskEventStream, TaskVersion, VersionedEvent
 from a2a.server.events.event_queue import Event
 from a2a.types.a2a_pb2 import StreamResponse
 from a2a.utils.errors import InternalError
-from redis.asyncio import BlockingConnectionPool, Redis  # found by mount.py before this is imported
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError  # found by mount.py before this is imported
 
 from sentient_assist.server.a2a.stores import RedisTaskStore
+from sentient_assist.server.redis_readers import READ_BLOCK_SECONDS
 
-# Followers' connections to Redis, per replica; past it a follower waits POOL_WAIT_SECONDS for
-# one, then gets an error rather than its updates.
-MAX_FOLLOWER_CONNECTIONS = 64
-POOL_WAIT_SECONDS = 5.0
-READ_BLOCK_SECONDS = 1.0
 READ_COUNT = 100
-CONNECT_TIMEOUT_SECONDS = 2.0
-SOCKET_TIMEOUT_SECONDS = READ_BLOCK_SECONDS + 4.0
+# What a follower gets instead of its updates when Redis fails it (or no connection came in time).
 UNAVAILABLE = "The task's updates could not be read from the shared store; try again shortly."
 
 
 class RedisTaskEventStream(TaskEventStream):
     """The events `store` writes with each save, read by the replicas following a task through
-    `followers` (a client on a bounded pool of its own: `followers_client()`)."""
+    `followers` (redis_readers.readers_client())."""
 
     def __init__(self, store: RedisTaskStore, followers: Any) -> None:
         self.store = store
@@ -66,19 +60,6 @@ class RedisTaskEventStream(TaskEventStream):
 
     async def destroy(self, task_id: str) -> None:
         """Nothing: a task's stream expires on its own (stores.EVENTS_KEPT_SECONDS)."""
-
-
-def followers_client(url: str) -> Any:
-    """A client for followers' reads: at most MAX_FOLLOWER_CONNECTIONS connections, each read
-    bounded in time."""
-    pool = BlockingConnectionPool.from_url(
-        url,
-        max_connections=MAX_FOLLOWER_CONNECTIONS,
-        timeout=POOL_WAIT_SECONDS,
-        socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
-        socket_timeout=SOCKET_TIMEOUT_SECONDS,
-    )
-    return Redis.from_pool(pool)  # the client owns its pool: closing it closes the pool
 
 
 def _event_of(data: bytes) -> Event:

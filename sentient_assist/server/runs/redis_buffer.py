@@ -36,8 +36,9 @@ from sentient_assist.server.runs.closing import LOST_MESSAGE, STORE_LOST_MESSAGE
 from sentient_assist.server.runs.kept import Item, KeptRun
 
 try:
-    from redis.asyncio import BlockingConnectionPool, Redis
     from redis.exceptions import RedisError
+
+    from sentient_assist.server.redis_readers import READ_BLOCK_SECONDS, readers_client
 except ImportError as exc:  # pragma: no cover - the extra is missing
     raise ImportError(
         "ASSIST_REDIS_URL is set: resumable runs keep their frames in Redis, which needs the redis package:"
@@ -46,15 +47,10 @@ except ImportError as exc:  # pragma: no cover - the extra is missing
 
 logger = logging.getLogger("sentient_assist.server")
 
-# Connections to Redis one replica holds at most: the writer, the heartbeat, and the readers
-# following a run of another replica (each blocked in XREAD for at most READ_BLOCK_SECONDS at a
-# time). Past it a reader waits up to POOL_WAIT_SECONDS for one.
-MAX_CONNECTIONS = 64
-POOL_WAIT_SECONDS = 5.0
-READ_BLOCK_SECONDS = 1.0
+# One replica's connections to Redis (the writer, the heartbeat, and the readers following a run
+# of another replica, each blocked in XREAD for at most READ_BLOCK_SECONDS at a time) are one
+# pool of redis_readers.MAX_CONNECTIONS; past it a reader waits up to its POOL_WAIT_SECONDS.
 READ_COUNT = 1000
-CONNECT_TIMEOUT_SECONDS = 2.0
-SOCKET_TIMEOUT_SECONDS = READ_BLOCK_SECONDS + 4.0
 # Entries past ASSIST_RUN_MAX_EVENTS a stream may take: the closing events of a run ended at its bound.
 MAXLEN_SLACK = 64
 # What the writer gathers before a write: a run sending a token every 20 ms has 2 or 3 in each
@@ -92,15 +88,7 @@ class RedisRuns(SharedRuns):
         run_ttl: float,
         on_stop: Callable[[str], None],
     ) -> None:
-        self._pool = BlockingConnectionPool.from_url(
-            url,
-            max_connections=MAX_CONNECTIONS,
-            timeout=POOL_WAIT_SECONDS,
-            socket_connect_timeout=CONNECT_TIMEOUT_SECONDS,
-            socket_timeout=SOCKET_TIMEOUT_SECONDS,
-        )
-        # Typed loosely: redis-py's replies are bytes | str | None by its stubs, bytes as configured here.
-        self.redis: Any = Redis(connection_pool=self._pool)
+        self.redis: Any = readers_client(url)
         self.replica = secrets.token_hex(8)
         self.retention_ms = max(1, int(retention * 1000))
         self.run_ttl_ms = max(1, int(run_ttl * 1000))
@@ -153,8 +141,7 @@ class RedisRuns(SharedRuns):
             await self.redis.delete(f"assist:replica:{{{self.replica}}}:alive")
         except (RedisError, OSError):
             pass
-        await self.redis.aclose()
-        await self._pool.disconnect()
+        await self.redis.aclose()  # and its pool
 
     def _set_up(self, up: bool, why: str = "") -> None:
         if not self._tasks:  # the first beat, at start: start() says how it went
