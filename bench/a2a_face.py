@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +30,7 @@ from pathlib import Path
 from bench import client
 from bench.faces import FACES, ask
 from bench.resumable import redis_wait, start_redis
-from bench.servers import HOST, ROOT, Server
+from bench.servers import HOST, Server, worktree
 from sentient_assist import AbstractAgent
 
 FULL = {"chunks": 500, "concurrency": 4, "rounds": 3}
@@ -99,34 +99,26 @@ def main() -> None:
     env = {"ASSIST_AGENT": "bench.a2a_face:PacedAgent", "ASSIST_LOG_LEVEL": "warning"}
     command = [sys.executable, "-m", "app", "serve"]
     redis: Server | None = None
-    baseline_tree: Path | None = None
     servers = [Server("ours", "this tree", command, env, workdir / "ours.log")]
-    try:
+    with contextlib.ExitStack() as stack:
         if options.redis:
             redis = start_redis(workdir)
+            stack.callback(redis.stop)
             redis_wait(redis.port)
             env["ASSIST_REDIS_URL"] = f"redis://{HOST}:{redis.port}/0"
         if options.baseline:
-            baseline_tree = workdir / "baseline"
-            worktree = ["git", "worktree", "add", "-q", "--detach", str(baseline_tree), options.baseline]
-            subprocess.run(worktree, cwd=ROOT, check=True)
-            baseline_env = {**env, "PYTHONPATH": str(baseline_tree)}
-            servers.append(Server("baseline", options.baseline, command, baseline_env, workdir / "baseline.log"))
-            servers[-1].cwd = baseline_tree
+            tree = stack.enter_context(worktree(options.baseline, workdir / "baseline"))
+            baseline_env = {**env, "PYTHONPATH": str(tree)}
+            baseline = Server("baseline", options.baseline, command, baseline_env, workdir / "baseline.log", cwd=tree)
+            servers.append(baseline)
         for server in servers:
+            stack.callback(server.stop)
             server.start()
         with asyncio.Runner(loop_factory=client.loop_factory()) as runner:
             for server in servers:
                 runner.run(server.wait_ready())
             print(f"{loads}; logs in {workdir}", file=sys.stderr)
             results = runner.run(measure(servers, loads, redis))
-    finally:
-        for server in servers:
-            server.stop()
-        if redis is not None:
-            redis.stop()
-        if baseline_tree is not None:
-            subprocess.run(["git", "worktree", "remove", "--force", str(baseline_tree)], cwd=ROOT, check=False)
     print(f"{'build':>12}  {'face':>8}  {'CPU/chunk':>10}  {'Redis/chunk':>11}  {'sends/answer':>12}")
     for label, faces in results.items():
         for name, figures in faces.items():

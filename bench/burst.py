@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import re
 import shutil
@@ -36,7 +37,7 @@ import aiohttp
 import orjson
 
 from bench.report import percentile
-from bench.servers import HOST, ROOT, free_port
+from bench.servers import HOST, ROOT, free_port, worktree
 
 STAMP = re.compile(rb"@(\d+\.\d+)\|")
 PROMPT = "relay:3:0"
@@ -129,7 +130,7 @@ async def serve_and_measure(
 def run(args: argparse.Namespace) -> str:
     workdir = Path(tempfile.mkdtemp(prefix="bench-burst-"))
     servers: list[tuple[str, subprocess.Popen]] = []
-    baseline_tree: Path | None = None
+    stack = contextlib.ExitStack()
     try:
         ports = {"upstream": free_port(), "ours": free_port()}
         urls = {name: f"http://{HOST}:{port}" for name, port in ports.items()}
@@ -139,9 +140,7 @@ def run(args: argparse.Namespace) -> str:
         model |= {"MODEL_API_KEY": "unused", "ASSIST_LOG_LEVEL": "warning"}
         builds: dict[str, tuple[Path, dict[str, str]]] = {"ours": (ROOT, {})}
         if args.baseline:
-            baseline_tree = workdir / "baseline"
-            worktree = ["git", "worktree", "add", "-q", "--detach", str(baseline_tree), args.baseline]
-            subprocess.run(worktree, cwd=ROOT, check=True)
+            baseline_tree = stack.enter_context(worktree(args.baseline, workdir / "baseline"))
             ports["baseline"] = free_port()
             urls["baseline"] = f"http://{HOST}:{ports['baseline']}"
             builds["baseline"] = (baseline_tree, {"PYTHONPATH": str(baseline_tree)})
@@ -158,8 +157,7 @@ def run(args: argparse.Namespace) -> str:
             if process.poll() is None:
                 os.killpg(process.pid, 15)
                 process.wait(10)
-        if baseline_tree is not None:
-            subprocess.run(["git", "worktree", "remove", "--force", str(baseline_tree)], cwd=ROOT, check=False)
+        stack.close()  # the baseline's worktree, once its server has stopped
         shutil.rmtree(workdir, ignore_errors=True)
     label = {"assist@baseline": f"/assist at {args.baseline}", "v1@baseline": f"/v1 at {args.baseline}"}
     lines = [

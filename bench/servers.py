@@ -20,6 +20,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +80,18 @@ def ensure_reference_venv(path: Path = REFERENCE_VENV, log=print) -> str:
     )
     stack_versions(str(python))
     return str(python)
+
+
+@contextmanager
+def worktree(rev: str, path: Path) -> Iterator[Path]:
+    """REV checked out at `path` (a temporary git worktree of this repository), removed after: another
+    build to serve beside this tree, with the same interpreter and packages (its tree first on
+    PYTHONPATH, its folder the server's `cwd`)."""
+    subprocess.run(["git", "worktree", "add", "-q", "--detach", str(path), rev], cwd=ROOT, check=True)
+    try:
+        yield path
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
 
 
 @dataclass
