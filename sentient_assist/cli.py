@@ -37,6 +37,9 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
         agent = load_agent(settings.agent, settings.agents_dir)
+        from sentient_assist.server.faces import check_faces
+
+        check_faces(settings.faces, settings)
     except (SettingsError, AgentNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -11,7 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sentient_assist.runtime.run import RunStats
 from sentient_assist.server import metrics
-from sentient_assist.server.assist import STATE_AGENT, STATE_STATS
+from sentient_assist.server.admission import STATE_AGENT, STATE_STATS
 from sentient_assist.server.limits import CLIENT_CLOSED_REQUEST
 from sentient_assist.server.request_id import REQUEST_ID_HEADER, STATE_REQUEST_ID, request_id_from
 

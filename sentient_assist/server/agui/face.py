@@ -1,14 +1,14 @@
 """The served agent as an AG-UI backend: `POST /agui` takes a `RunAgentInput` and streams the
 run as AG-UI events, for CopilotKit, `@ag-ui/client`'s HttpAgent and any other AG-UI front end.
 
-    request -> the app's middleware -> FastAPI's router -> AguiRoute: the key (401), the body's
-    declared size (413), a place under ASSIST_MAX_STREAMS (503), as for /assist -> FastAPI reads
+    request -> the app's middleware -> FastAPI's router -> the admitted route (server/admission.py):
+    the key (401), the body's size (413), a place under ASSIST_MAX_STREAMS (503) -> FastAPI reads
     and validates the body as ag-ui-protocol's RunAgentInput (422 naming the field) ->
     `AguiFace.run`: the messages -> query and session, a pause resumed (400, 409), the client's
     tools, context and state (400) -> the same Run and EventStream as /assist's, its events read
     by sentient_assist/server/agui/events.py and written by ag-ui-protocol's EventEncoder
 
-It is the same service as /assist, not a second one: the same `Assist` instance's keys, stream
+It is the same service as /assist, not a second one: the same `Service`'s keys, stream
 budget (one ASSIST_MAX_STREAMS for every face), body limits, time limit (a RUN_ERROR, code 504),
 keepalive pings (SSE comments, which AG-UI clients skip), disconnect-cancels (an aborted run
 ends its agent) and shutdown grace. docs/agui.md has the mapping and every choice made where
@@ -21,23 +21,16 @@ from functools import partial
 from typing import Any
 
 from ag_ui.core import RunAgentInput
-from fastapi import APIRouter, Request, Security
-from fastapi.params import Depends
-from fastapi.routing import APIRoute
-from starlette.datastructures import Headers
-from starlette.types import Receive, Scope, Send
+from fastapi import APIRouter, Request
 
 from sentient_assist.protocol.request import MAX_NAME_LENGTH
 from sentient_assist.runtime.pauses import PauseRefused, claim
-from sentient_assist.runtime.run import RunStats
 from sentient_assist.server.agui.events import AguiHook, AguiWriter
 from sentient_assist.server.agui.request import bad_input, conversation_of, hold_run_input
 from sentient_assist.server.agui.tools import served_agent
 from sentient_assist.server.assist import RESPONSES as ASSIST_RESPONSES
-from sentient_assist.server.assist import STATE_AGENT, STATE_STATS, Assist
-from sentient_assist.server.auth import BEARER_SCHEME
 from sentient_assist.server.event_stream import MEDIA_TYPE, EventStream
-from sentient_assist.server.request_id import request_id_of
+from sentient_assist.server.face import Face
 
 AGUI_PATH = "/agui"
 
@@ -66,29 +59,24 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-class AguiFace:
-    """POST /agui for the agent of `assist`, under its limits."""
+class AguiFace(Face):
+    """POST /agui for the agent of a service, under its limits."""
 
-    def __init__(self, assist: Assist) -> None:
-        self.assist = assist
-        self.agent = assist.agent
+    title = "/agui"
 
     def router(self, path: str = AGUI_PATH) -> APIRouter:
         """A router holding the face's route at `path`; include it in any FastAPI app."""
         router = APIRouter(tags=["AG-UI"])
-        security: list[Depends] = [Security(BEARER_SCHEME)] if self.assist.keys else []
-        router.add_api_route(
+        self.add_route(
+            router,
             path,
             self.run,
-            methods=["POST"],
             name="agui",
             status_code=200,
             summary="Run the agent as an AG-UI backend (CopilotKit, @ag-ui/client)",
             response_class=EventStream,
             response_description=_STREAM_DESCRIPTION,
             responses=RESPONSES,
-            dependencies=security,
-            route_class_override=AguiRoute,
         )
         return router
 
@@ -98,8 +86,8 @@ class AguiFace:
         for param, value in (("threadId", body.thread_id), ("runId", body.run_id)):
             if len(value) > MAX_NAME_LENGTH:
                 raise bad_input(param, f"at most {MAX_NAME_LENGTH} characters")
-        sealer = self.assist.sealer
-        conversation = conversation_of(body, self.agent.name, sealer)
+        sealer = self.service.sealer
+        conversation = conversation_of(body, self.agent.name, sealer, self.service.histories)
         agent = served_agent(self.agent, body, conversation.answers)
         session = conversation.session
         if session.resumed is not None:
@@ -109,12 +97,6 @@ class AguiFace:
             except PauseRefused as refused:
                 raise bad_input(conversation.pause_param or "resume", str(refused), refused.status) from None
         hold_run_input(body)  # for run_input(), in the run's task (it copies this context)
-        stats = RunStats(request_id_of(request))
-        setattr(request.state, STATE_AGENT, self.agent.name)
-        setattr(request.state, STATE_STATS, stats)
-        # As /assist's: the body's bytes and JSON are not needed again; the run holds its models.
-        vars(request).pop("_json", None)
-        vars(request).pop("_body", None)
         writer = AguiWriter(
             body.thread_id,
             body.run_id,
@@ -122,30 +104,4 @@ class AguiFace:
             client_tools=frozenset(tool.name for tool in body.tools or ()),
             answered_calls=frozenset(conversation.answers),
         )
-        return EventStream(
-            agent,
-            session,
-            conversation.query,
-            stats,
-            self.assist.streams,
-            make_hook=partial(AguiHook, writer=writer),
-            sealer=sealer,
-        )
-
-
-class AguiRoute(APIRoute):
-    """As `AssistRoute` (sentient_assist/server/assist.py): the key, the body's bound and a place
-    under ASSIST_MAX_STREAMS, in the same budget, before FastAPI reads the body; the place is
-    held until the stream ends."""
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] not in (self.methods or ()):
-            await super().handle(scope, receive, send)  # FastAPI's 405
-            return
-        face: AguiFace = self.endpoint.__self__  # type: ignore[attr-defined]
-        assist = face.assist
-        body = await assist.admit(Headers(scope=scope), receive)
-        try:
-            await super().handle(scope, body, send)
-        finally:
-            assist.gate.leave()
+        return self.event_stream(request, session, conversation.query, partial(AguiHook, writer=writer), agent=agent)

@@ -37,8 +37,8 @@ from sentient_assist.protocol.request import (
 from sentient_assist.runtime.pauses import PauseKind, PauseRefused, PauseSealer, resumption_of
 from sentient_assist.runtime.session import Session
 from sentient_assist.server.agui.pauses import APPROVED, answer_text, pause_of
-from sentient_assist.server.assist import hold_history
 from sentient_assist.server.chat_turns import chat_history
+from sentient_assist.server.history_budget import HistoryBudget
 
 # A thread of MAX_INTERACTIONS turns, each a user message and a few of the agent's.
 MAX_MESSAGES = 4 * MAX_INTERACTIONS
@@ -70,7 +70,9 @@ class AguiConversation:
     pause_param: str | None
 
 
-def conversation_of(body: RunAgentInput, agent_name: str, sealer: PauseSealer) -> AguiConversation:
+def conversation_of(
+    body: RunAgentInput, agent_name: str, sealer: PauseSealer, budget: HistoryBudget
+) -> AguiConversation:
     """The query and session an agent answers for this input; HTTPException (400) naming what
     cannot be, a pause's token that `sealer` does not hold among them (before the agent runs)."""
     messages = body.messages
@@ -117,7 +119,7 @@ def conversation_of(body: RunAgentInput, agent_name: str, sealer: PauseSealer) -
     if pause is not None:
         records[-1][2] = list(pause)
     history = chat_history(records, agent_name)
-    hold_history(history)  # in the service's ASSIST_MAX_HISTORY_BYTES_TOTAL (503 past it)
+    budget.hold(history)  # in the service's ASSIST_MAX_HISTORY_BYTES_TOTAL (503 past it)
     session_object = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID())
     session_object.__dict__["interactions"] = history
     session = Session(session_object)

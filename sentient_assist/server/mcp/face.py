@@ -1,14 +1,14 @@
 """The served agent as an MCP server: `POST /mcp`, streamable HTTP, stateless, one tool.
 
-    request -> the app's middleware -> FastAPI's router -> MCPRoute: the key (401), the body's
-    declared size (413), a place under ASSIST_MAX_STREAMS (503), as for /assist -> FastAPI runs
-    the dependencies -> `MCPFace.endpoint` -> MCPExchange: the body, read bounded in size and
-    time (413, 408) -> the mcp SDK's StreamableHTTPSessionManager, stateless -> `call_tool`:
+    request -> the app's middleware -> FastAPI's router -> the admitted route (server/admission.py):
+    the key (401), a place under ASSIST_MAX_STREAMS (503), the body read whole, bounded in size
+    and time (413, 408) -> FastAPI runs the dependencies -> `MCPFace.endpoint` -> MCPExchange
+    -> the mcp SDK's StreamableHTTPSessionManager, stateless -> `call_tool`:
     the same Run as /assist's, its events read by sentient_assist/server/mcp/tool.py -> one
     CallToolResult, and a progress notification per event on the way when the call asked
     (a `progressToken` in its `_meta`)
 
-It is the same service as /assist, not a second one: the same `Assist` instance's keys, stream
+It is the same service as /assist, not a second one: the same `Service`'s keys, stream
 budget (every POST to /mcp holds a place while it is answered; only tools/call holds it long),
 body limits, time limit (an `isError` result), pause sealer and shutdown grace. Refusals before
 the SDK sees the request are JSON-RPC errors (`id: null`) with the HTTP status and headers
@@ -33,12 +33,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import anyio
 import mcp_types as types
-from fastapi import APIRouter, HTTPException, Request, Security
-from fastapi.params import Depends
+from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.server.session import ServerSession
@@ -46,14 +43,14 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from starlette.datastructures import Headers
 from starlette.responses import Response
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
-from sentient_assist.runtime.run import Run, RunOutcome, RunStats
+from sentient_assist.runtime.run import Run, RunOutcome
 from sentient_assist.server import metrics
-from sentient_assist.server.assist import STATE_AGENT, STATE_STATS, Assist
-from sentient_assist.server.auth import BEARER_SCHEME
-from sentient_assist.server.event_stream import abort_connection, survive_cut_off
-from sentient_assist.server.limits import CLIENT_CLOSED_REQUEST
+from sentient_assist.server.admission import WRITE_GRACE_SECONDS, Replayed
+from sentient_assist.server.event_stream import survive_cut_off
+from sentient_assist.server.face import Face
+from sentient_assist.server.jsonrpc import jsonrpc_refusal, jsonrpc_refusal_of
 from sentient_assist.server.mcp.drain import streams_drained_after
 from sentient_assist.server.mcp.tool import (
     AnswerHook,
@@ -65,15 +62,10 @@ from sentient_assist.server.mcp.tool import (
     progress_message,
     refusal,
 )
-from sentient_assist.server.open_streams import CUT_OFF_AFTER_SECONDS
-from sentient_assist.server.request_id import STATE_REQUEST_ID, request_id_of
+from sentient_assist.server.service import Service
 from sentient_assist.version import __version__
 
 MCP_PATH = "/mcp"
-# After its time limit, what a request has to send its answer before it is cut off: the run
-# ends at the limit (its watcher ticks up to half a second late) and a client that reads
-# takes the answer at once. One that does not holds no place past this.
-WRITE_GRACE_SECONDS = CUT_OFF_AFTER_SECONDS + 1.5
 CANCELLED = b'"notifications/cancelled"'
 
 logger = logging.getLogger("sentient_assist.server")
@@ -97,23 +89,14 @@ for _status in (400, 401, 406, 408, 413, 415, 503):
     RESPONSES[_status].update(_JSONRPC_ERROR)
 
 
-def jsonrpc_refusal(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    """A refusal the SDK never saw, as MCP clients read one: a JSON-RPC error with no id."""
-    code = types.INTERNAL_ERROR if status >= 500 else types.INVALID_REQUEST
-    body = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
-    return JSONResponse(body, status_code=status, headers=headers)
+class MCPFace(Face):
+    """POST /mcp for the agent of a service, under its limits: an MCP server with one tool."""
 
+    title = "MCP"
+    reads_body_whole = True
 
-def _refused(exc: HTTPException) -> Response:
-    return jsonrpc_refusal(exc.status_code, str(exc.detail), dict(exc.headers or {}))
-
-
-class MCPFace:
-    """POST /mcp for the agent of `assist`, under its limits: an MCP server with one tool."""
-
-    def __init__(self, assist: Assist) -> None:
-        self.assist = assist
-        self.agent = assist.agent
+    def __init__(self, service: Service) -> None:
+        super().__init__(service)
         self.tool = agent_tool(self.agent)
         self.server: Server[Any] = Server(
             self.agent.name,
@@ -131,28 +114,28 @@ class MCPFace:
         """A router holding POST `path`; its lifespan runs the SDK's session manager (FastAPI
         merges it into the app's when the router is included)."""
         router = APIRouter(lifespan=self._lifespan, tags=["MCP"])
-        security: list[Depends] = [Security(BEARER_SCHEME)] if self.assist.keys else []
-        router.add_api_route(
+        self.add_route(
+            router,
             path,
             self.endpoint,
-            methods=["POST"],
             name="mcp",
             summary="The agent as an MCP server (streamable HTTP, stateless): one tool, the agent",
             response_class=JSONResponse,
             responses=RESPONSES,
-            dependencies=security,
-            route_class_override=MCPRoute,
         )
         return router
+
+    def refusal(self, refused: Exception) -> Response | None:
+        return jsonrpc_refusal_of(refused)
 
     @asynccontextmanager
     async def _lifespan(self, app: Any) -> AsyncIterator[None]:
         # A manager runs once: each start of the app makes its own.
         manager = StreamableHTTPSessionManager(
-            self.server, stateless=True, max_request_body_size=max(self.assist.max_body_bytes, 1)
+            self.server, stateless=True, max_request_body_size=max(self.service.max_body_bytes, 1)
         )
         # A call in flight at SIGTERM gets the shutdown grace and the time to send its answer.
-        grace = self.assist.streams.grace + WRITE_GRACE_SECONDS
+        grace = self.service.streams.grace + WRITE_GRACE_SECONDS
         async with manager.run(), streams_drained_after(grace):
             self._manager = manager
             try:
@@ -162,7 +145,7 @@ class MCPFace:
 
     async def endpoint(self, request: Request) -> Response:
         """A JSON-RPC message of MCP, answered by the SDK (docs/mcp.md, "The agent as an MCP server")."""
-        return MCPExchange(self)
+        return MCPExchange(self, await request.body())
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -186,23 +169,21 @@ class MCPFace:
         agent = self.agent
         try:
             call = ToolCall(params.arguments, agent.name)
-            self.assist.histories.hold(call.history)  # ASSIST_MAX_HISTORY_BYTES_TOTAL, as /assist's
+            self.service.histories.hold(call.history)  # ASSIST_MAX_HISTORY_BYTES_TOTAL, as /assist's
         except ToolInputError as bad:
             return refusal(str(bad))
         except HTTPException as refused:
             return refusal(str(refused.detail), refused.status_code)
-        stats = RunStats(request_id_of(request))
-        setattr(request.state, STATE_AGENT, agent.name)
-        setattr(request.state, STATE_STATS, stats)
+        stats = self.run_stats(request)
         answer = ToolAnswer(self.tool.name, call.prompts)
         run: Run[Any] = Run(
             agent,
             call.session,
             call.query,
-            watcher=self.assist.streams,
+            watcher=self.service.streams,
             stats=stats,
             make_hook=lambda channel, run_stats: AnswerHook(channel, run_stats, answer),
-            sealer=self.assist.sealer,
+            sealer=self.service.sealer,
         )
         del call  # the run holds the session and the query
         progress = ctx.session if ctx.meta is not None and "progress_token" in ctx.meta else None
@@ -220,7 +201,7 @@ class MCPFace:
         return answer.result()
 
     def _track(self, run: Run[Any], request: Request, request_id: types.RequestId | None) -> tuple[str, str] | None:
-        if not self.assist.keys or request_id is None:
+        if not self.service.keys or request_id is None:
             return None
         key = (request.headers.get("authorization", ""), str(request_id))
         self._calls.setdefault(key, []).append(run)
@@ -273,25 +254,16 @@ async def _read(run: Run[Any], answer: ToolAnswer, progress: ServerSession | Non
 
 
 class MCPExchange(Response):
-    """One POST of MCP, answered by the SDK's session manager once its body is in: the body is
-    read here, within ASSIST_MAX_BODY_BYTES and ASSIST_BODY_TIMEOUT, and handed to the SDK whole.
-    The request holds its place until its answer is sent, and no longer than its time limit and
-    WRITE_GRACE_SECONDS: a client that does not read its answer is cut off then."""
+    """One POST of MCP, answered by the SDK's session manager with its body, read whole by the
+    admitted route (within ASSIST_MAX_BODY_BYTES and ASSIST_BODY_TIMEOUT), handed to it again."""
 
-    def __init__(self, face: MCPFace) -> None:
-        self.status_code = 200
-        self.background = None
-        self.raw_headers = []
+    def __init__(self, face: MCPFace, body: bytes) -> None:
+        super().__init__()
         self._face = face
+        self._body = body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        face = self._face
-        try:
-            body = await _read_body(receive)
-        except HTTPException as refused:
-            if refused.status_code != CLIENT_CLOSED_REQUEST:  # else nobody is there to answer
-                await _refused(refused)(scope, receive, send)
-            return
+        face, body = self._face, self._body
         unfit = _transport_refusal(Headers(scope=scope))
         if unfit is not None:  # the SDK's own answer would be plain text, not JSON-RPC
             await unfit(scope, receive, send)
@@ -301,15 +273,9 @@ class MCPExchange(Response):
             message = "the MCP face is not running: the app's lifespan has not started it"
             await jsonrpc_refusal(503, message)(scope, receive, send)
             return
-        if face.assist.keys and CANCELLED in body:
+        if face.service.keys and CANCELLED in body:
             face.cancel_calls(Headers(scope=scope).get("authorization", ""), body)
-        deadline = face.assist.streams.time_limit + WRITE_GRACE_SECONDS
-        with anyio.move_on_after(deadline) as bounded:
-            await manager.handle_request(scope, _Replayed(body, receive), send)
-        if bounded.cancelled_caught:
-            abort_connection(scope)
-            request_id = (scope.get("state") or {}).get(STATE_REQUEST_ID)
-            logger.warning("MCP answer cut off: its client did not take it (request %s)", request_id)
+        await manager.handle_request(scope, Replayed(body, receive), send)
 
 
 def _transport_refusal(headers: Headers) -> Response | None:
@@ -321,51 +287,3 @@ def _transport_refusal(headers: Headers) -> Response | None:
     if "*/*" not in accept and not ("application/json" in accept and "text/event-stream" in accept):
         return jsonrpc_refusal(406, "Accept must name both application/json and text/event-stream (MCP over HTTP)")
     return None
-
-
-async def _read_body(receive: Receive) -> bytes:
-    chunks = []
-    while True:
-        message = await receive()
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
-
-
-class _Replayed:
-    """The body, read already, as the one message of a `receive`; then the client's own messages
-    (its leaving), which the SDK listens for."""
-
-    __slots__ = ("_first", "_receive")
-
-    def __init__(self, body: bytes, receive: Receive) -> None:
-        self._first: Message | None = {"type": "http.request", "body": body, "more_body": False}
-        self._receive = receive
-
-    async def __call__(self) -> Message:
-        first, self._first = self._first, None
-        if first is not None:
-            return first
-        return await self._receive()
-
-
-class MCPRoute(APIRoute):
-    """The route of `MCPFace.endpoint`: as `AssistRoute` (sentient_assist/server/assist.py), a
-    request passes the key check and takes a place under ASSIST_MAX_STREAMS, its body bounded,
-    before anything reads it; a refusal is a JSON-RPC error. Middleware and dependencies apply
-    as to any path operation."""
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] not in (self.methods or ()):
-            await super().handle(scope, receive, send)  # FastAPI's 405: no session to GET or DELETE
-            return
-        face: MCPFace = self.endpoint.__self__  # type: ignore[attr-defined]
-        try:
-            body = await face.assist.admit(Headers(scope=scope), receive)
-        except HTTPException as refused:
-            await _refused(refused)(scope, receive, send)
-            return
-        try:
-            await super().handle(scope, body, send)
-        finally:
-            face.assist.gate.leave()

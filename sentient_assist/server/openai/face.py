@@ -1,14 +1,14 @@
 """The served agent behind OpenAI's chat-completions API: `POST /v1/chat/completions` (streaming
 or not) and `GET /v1/models`, for the openai SDKs, Open WebUI, LibreChat and curl.
 
-    request -> the app's middleware -> FastAPI's router -> OpenAIRoute: the key (401); for a
-    chat, a place under ASSIST_MAX_STREAMS (503) and the body's size and time (413, 408), as
-    for /assist -> FastAPI reads and validates the body (400) -> `OpenAIFace.chat_completions`:
+    request -> the app's middleware -> FastAPI's router -> the admitted route (server/admission.py):
+    the key (401); for a chat, a place under ASSIST_MAX_STREAMS (503) and the body's size and
+    time (413, 408), as for every face -> FastAPI reads and validates the body (400) -> `OpenAIFace.chat_completions`:
     the model (404), the messages -> query and session (400), a pause answered once (409)
     -> the same Run as /assist's, its events read by sentient_assist/server/openai/answer.py
     -> chunks (EventStream) or one completion
 
-It is the same service as /assist, not a second one: the same `Assist` instance's keys, stream
+It is the same service as /assist, not a second one: the same `Service`'s keys, stream
 budget (one ASSIST_MAX_STREAMS for both), body limits, time limit, keepalive pings (SSE
 comments, which OpenAI clients skip), disconnect-cancels and shutdown grace. Every refusal,
 and every `error` event, is an OpenAI error object (sentient_assist/server/openai/errors.py).
@@ -36,16 +36,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import Any
 
-from fastapi import APIRouter, Request, Security
+from fastapi import APIRouter, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.params import Depends
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 from starlette.routing import Match
@@ -58,9 +55,8 @@ from sentient_assist.runtime.pauses import PauseRefused, PauseSealer, Resumption
 from sentient_assist.runtime.run import Run, RunOutcome, RunStats
 from sentient_assist.runtime.session import Session
 from sentient_assist.server import metrics
-from sentient_assist.server.assist import STATE_AGENT, STATE_STATS, Assist
-from sentient_assist.server.auth import BEARER_SCHEME
-from sentient_assist.server.event_stream import MEDIA_TYPE, EventStream, listen_for_the_client_leaving, survive_cut_off
+from sentient_assist.server.event_stream import MEDIA_TYPE, listen_for_the_client_leaving, survive_cut_off
+from sentient_assist.server.face import Face
 from sentient_assist.server.open_streams import OpenStreams
 from sentient_assist.server.openai.answer import AnswerHook, ChunkWriter, Completion, error_status
 from sentient_assist.server.openai.errors import (
@@ -76,8 +72,8 @@ from sentient_assist.server.openai.errors import (
     unknown_url,
 )
 from sentient_assist.server.openai.request import ChatCompletionRequest, conversation_of
-from sentient_assist.server.request_id import request_id_of
 from sentient_assist.server.routes import get_and_head
+from sentient_assist.server.service import Service
 
 OPENAI_PREFIX = "/v1"
 CHAT_COMPLETIONS_PATH = "/chat/completions"
@@ -120,31 +116,30 @@ CHAT_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-class OpenAIFace:
-    """`/v1/chat/completions` and `/v1/models` for the agent of `assist`, under its limits."""
+class OpenAIFace(Face):
+    """`/v1/chat/completions` and `/v1/models` for the agent of a service, under its limits."""
 
-    def __init__(self, assist: Assist) -> None:
-        self.assist = assist
-        self.agent = assist.agent
+    title = "/v1"
+
+    def __init__(self, service: Service) -> None:
+        super().__init__(service)
         self.created = int(time.time())  # the model's `created`: when the service started serving it
 
-    def router(self, prefix: str = OPENAI_PREFIX) -> APIRouter:
-        """A router holding the face's routes under `prefix`; include it in any FastAPI app,
+    def router(self, path: str = OPENAI_PREFIX) -> APIRouter:
+        """A router holding the face's routes under `path`; include it in any FastAPI app,
         next to /assist's."""
-        router = APIRouter(prefix=prefix, tags=["OpenAI-compatible"])
-        security: list[Depends] = [Security(BEARER_SCHEME)] if self.assist.keys else []
-        router.add_api_route(
+        router = APIRouter(prefix=path, tags=["OpenAI-compatible"])
+        self.add_route(
+            router,
             CHAT_COMPLETIONS_PATH,
             self.chat_completions,
-            methods=["POST"],
             name="chat_completions",
             summary="Ask the agent, as OpenAI's chat completions API asks a model",
             response_class=JSONResponse,
             responses=CHAT_RESPONSES,
-            dependencies=security,
-            route_class_override=ChatCompletionsRoute,
         )
         # GET and HEAD (sentient_assist/server/routes.py); the schema shows GET.
+        keyed = {"dependencies": self.security, "route_class_override": self.keyed_route}
         get_and_head(
             router,
             MODELS_PATH,
@@ -152,8 +147,7 @@ class OpenAIFace:
             name="list_models",
             summary="The served agent, as OpenAI's model list",
             responses={401: CHAT_RESPONSES[401]},
-            dependencies=security,
-            route_class_override=OpenAIRoute,
+            **keyed,
         )
         get_and_head(
             router,
@@ -162,8 +156,7 @@ class OpenAIFace:
             name="retrieve_model",
             summary="The served agent, if `model` names it",
             responses={401: CHAT_RESPONSES[401], 404: CHAT_RESPONSES[404]},
-            dependencies=security,
-            route_class_override=OpenAIRoute,
+            **keyed,
         )
         # Last: the other routes' 405s come first, and it gives way to any route of the app.
         router.add_api_route(
@@ -175,6 +168,19 @@ class OpenAIFace:
             route_class_override=UnknownURLRoute,
         )
         return router
+
+    def refusal(self, refused: Exception) -> Response | None:
+        """Every refusal, from the key check to FastAPI's validation of the body, as an OpenAI error object."""
+        if isinstance(refused, RequestValidationError):
+            return from_validation_error(refused)
+        if isinstance(refused, ChatRequestError):
+            return from_chat_request_error(refused)
+        if isinstance(refused, HTTPException):  # the body's limits, a body FastAPI could not parse, a dependency's
+            return from_http_exception(refused)
+        return None
+
+    def method_not_allowed(self, allowed: set[str]) -> Response | None:
+        return method_not_allowed(allowed)
 
     def _model(self) -> dict[str, Any]:
         return {"id": self.agent.name, "object": "model", "created": self.created, "owned_by": OWNED_BY}
@@ -203,7 +209,7 @@ class OpenAIFace:
         answer starts, so that a second answer to it is a 409 naming the message that holds
         the pause, streamed or not, rather than a stream's error line."""
         try:
-            return await claim(resumed, self.assist.sealer)
+            return await claim(resumed, self.service.sealer)
         except PauseRefused as refused:
             # The pause rode in the last assistant message (conversation_of reads only that one's).
             index = max(i for i, message in enumerate(body.messages) if message.role == "assistant")
@@ -212,32 +218,19 @@ class OpenAIFace:
 
     async def chat_completions(self, request: Request, body: ChatCompletionRequest) -> Response:
         """The agent's answer to the chat's last user message: a chat.completion, or its chunks."""
-        agent = self.agent
+        agent, service = self.agent, self.service
         self._check_model(body.model)
-        query, session = conversation_of(body, agent.name, self.assist.sealer)
+        query, session = conversation_of(body, agent.name, service.sealer, service.histories)
         if session.resumed is not None:
             session.resumed = await self._answer_once(session.resumed, body)
-        stats = RunStats(request_id_of(request))
-        setattr(request.state, STATE_AGENT, agent.name)
-        setattr(request.state, STATE_STATS, stats)
-        # As /assist's: the body's bytes and JSON are not needed again; the run holds its models.
-        vars(request).pop("_json", None)
-        vars(request).pop("_body", None)
         completion_id, created = f"chatcmpl-{ULID()}", int(time.time())
         if body.stream:
             include_usage = body.stream_options is not None and body.stream_options.include_usage
             writer = ChunkWriter(completion_id, created, agent.name, include_usage=include_usage)
-            return EventStream(
-                agent,
-                session,
-                query,
-                stats,
-                self.assist.streams,
-                make_hook=partial(AnswerHook, reader=writer),
-                sealer=self.assist.sealer,
-            )
+            return self.event_stream(request, session, query, partial(AnswerHook, reader=writer))
         completion = Completion(completion_id, created, agent.name)
-        return CompletionResponse(agent, session, query, stats, self.assist.streams, completion, self.assist.sealer)
+        stats = self.run_stats(request)
+        return CompletionResponse(agent, session, query, stats, service.streams, completion, service.sealer)
 
 
 class CompletionResponse(Response):
@@ -314,61 +307,6 @@ class CompletionResponse(Response):
         finally:
             run.reader_left()
             metrics.observe_stream(self.stats)
-
-
-class OpenAIRoute(APIRoute):
-    """A route of the face: the key is checked before anything else, and every refusal, from
-    the key check to FastAPI's validation of the body, is answered as an OpenAI error object.
-    Middleware, dependencies and the OpenAPI schema apply as to any path operation."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def answer_errors_as_openai_does(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except RequestValidationError as exc:
-                return from_validation_error(exc)
-            except ChatRequestError as exc:
-                return from_chat_request_error(exc)
-            except HTTPException as exc:  # the body's limits, a body FastAPI could not parse, a dependency's refusal
-                return from_http_exception(exc)
-
-        return answer_errors_as_openai_does
-
-    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["method"] not in (self.methods or ()):
-            await method_not_allowed(self.methods or set())(scope, receive, send)
-            return
-        face: OpenAIFace = self.endpoint.__self__  # type: ignore[attr-defined]
-        try:
-            receive = await self.admit(face.assist, Headers(scope=scope), receive)
-        except HTTPException as exc:
-            await from_http_exception(exc)(scope, receive, send)
-            return
-        await self.handle_admitted(face.assist, scope, receive, send)
-
-    async def admit(self, assist: Assist, headers: Headers, receive: Receive) -> Receive:
-        """What the request must pass before its body is read: the key."""
-        assist.keys.check(headers.get("authorization"))
-        return receive
-
-    async def handle_admitted(self, assist: Assist, scope: Scope, receive: Receive, send: Send) -> None:
-        await super().handle(scope, receive, send)
-
-
-class ChatCompletionsRoute(OpenAIRoute):
-    """As `AssistRoute` (sentient_assist/server/assist.py): the body is bounded, and the request holds a
-    place under ASSIST_MAX_STREAMS from its headers to its answer's end, in the same budget."""
-
-    async def admit(self, assist: Assist, headers: Headers, receive: Receive) -> Receive:
-        return await assist.admit(headers, receive)
-
-    async def handle_admitted(self, assist: Assist, scope: Scope, receive: Receive, send: Send) -> None:
-        try:
-            await super().handle_admitted(assist, scope, receive, send)
-        finally:
-            assist.gate.leave()
 
 
 async def _unknown_url() -> None:

@@ -27,8 +27,8 @@ from sentient_assist.protocol.request import (
 )
 from sentient_assist.runtime.pauses import PauseRefused, PauseSealer, resumption_of
 from sentient_assist.runtime.session import Session
-from sentient_assist.server.assist import hold_history
 from sentient_assist.server.chat_turns import chat_history
+from sentient_assist.server.history_budget import HistoryBudget
 from sentient_assist.server.openai import pauses as openai_pauses
 from sentient_assist.server.openai.errors import ChatRequestError
 
@@ -98,7 +98,9 @@ class ChatCompletionRequest(BaseModel):
             return handler(value)
 
 
-def conversation_of(body: ChatCompletionRequest, agent_name: str, sealer: PauseSealer) -> tuple[Query, Session]:
+def conversation_of(
+    body: ChatCompletionRequest, agent_name: str, sealer: PauseSealer, budget: HistoryBudget
+) -> tuple[Query, Session]:
     """The query and session an agent answers for this chat; ChatRequestError names what cannot
     be, a pause's token that `sealer` (the service's) does not hold among them (before the agent
     is started)."""
@@ -143,7 +145,7 @@ def conversation_of(body: ChatCompletionRequest, agent_name: str, sealer: PauseS
         raise ChatRequestError(f"messages: at most {MAX_INTERACTIONS} earlier user messages are read", "messages")
     # The earlier turns, kept compact: their models are built if the agent reads them.
     history = chat_history(turns[:-1], agent_name)
-    hold_history(history)  # in the service's ASSIST_MAX_HISTORY_BYTES_TOTAL (503 past it)
+    budget.hold(history)  # in the service's ASSIST_MAX_HISTORY_BYTES_TOTAL (503 past it)
     session_object = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID())
     session_object.__dict__["interactions"] = history
     session = Session(session_object)

@@ -25,7 +25,7 @@ from sentient_assist.server.runs.source import FrameSource, LocalSource
 from sentient_assist.server.runs.stream import ResumedStream
 
 if TYPE_CHECKING:
-    from sentient_assist.server.assist import Assist
+    from sentient_assist.server.service import Service
 
 RUNS_PATH = "/assist/runs"
 LAST_EVENT_ID = "last-event-id"
@@ -43,7 +43,7 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def runs_router(assist: Assist, runs: DetachedRuns) -> APIRouter:
+def runs_router(assist: Service, runs: DetachedRuns) -> APIRouter:
     router = APIRouter()
     security: list[Depends] = [Security(BEARER_SCHEME)] if assist.keys else []
 

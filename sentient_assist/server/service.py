@@ -1,0 +1,71 @@
+"""Service: one served agent and everything its faces share -- its keys, its stream budget, its
+body limits, its open runs (time limit, keepalives, shutdown grace), its pause sealer, its
+history budget and, when on, its resumable runs. Every face of an app is built on one."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.datastructures import Headers
+from starlette.types import Receive
+
+from sentient_assist.runtime.agent import AbstractAgent
+from sentient_assist.runtime.pauses import PauseSealer, sealer_for
+from sentient_assist.server import metrics
+from sentient_assist.server.auth import BearerKeys
+from sentient_assist.server.history_budget import HistoryBudget
+from sentient_assist.server.limits import LimitedBody, StreamGate
+from sentient_assist.server.open_streams import OpenStreams
+from sentient_assist.server.settings import Settings
+
+if TYPE_CHECKING:
+    from sentient_assist.server.runs.keeper import DetachedRuns
+
+
+class Service:
+    """The agent of an app and its limits, as every face of the app serves it."""
+
+    def __init__(self, agent: AbstractAgent, settings: Settings) -> None:
+        self.agent = agent
+        self.settings = settings
+        self.keys = BearerKeys([key.get_secret_value() for key in settings.api_keys])
+        self.gate = StreamGate(settings.max_streams, on_change=metrics.change_open_streams)
+        self.max_body_bytes = settings.max_body_bytes
+        self.body_timeout = settings.body_timeout
+        self.streams = OpenStreams(
+            ping_interval=settings.ping_interval, time_limit=settings.request_timeout, grace=settings.shutdown_grace
+        )
+        self.sealer = service_sealer(settings)
+        self.histories = HistoryBudget(settings.max_history_bytes_total)
+        # ASSIST_DETACH_GRACE > 0: runs outlive their connection (docs/resumable.md); else None, and
+        # /assist is exactly as without the feature.
+        self.runs: DetachedRuns | None = None
+        if settings.detach_grace > 0:
+            from sentient_assist.server.runs.keeper import DetachedRuns
+
+            self.runs = DetachedRuns(settings, self.gate, self.streams)
+
+    async def admit(self, headers: Headers, receive: Receive) -> LimitedBody:
+        """What a request that runs the agent passes before its body is read: the key (401),
+        its turn behind the runs still starting (runtime/head_start.py), the body's declared
+        size (413), then a place under ASSIST_MAX_STREAMS (503), counted from here so that
+        concurrent requests cannot all pass the limit while their bodies are still coming in.
+        The caller leaves `gate` when its answer ends. Returns the body, bounded in size and time."""
+        self.keys.check(headers.get("authorization"))
+        await self.streams.head_start.turn()
+        body = LimitedBody(receive, self.max_body_bytes, self.body_timeout)
+        body.check_declared(headers)
+        self.gate.enter()
+        return body
+
+
+def service_sealer(settings: Settings) -> PauseSealer:
+    """The sealer of a service built with `settings`: its ASSIST_RESUME_SECRET and ASSIST_RESUME_TTL;
+    with ASSIST_REDIS_URL, its pauses are answered once across the replicas sharing that Redis."""
+    secret = settings.resume_secret.get_secret_value().encode() if settings.resume_secret else None
+    answered = None
+    if settings.redis_url is not None:
+        from sentient_assist.server.answered_pauses import RedisAnsweredPauses
+
+        answered = RedisAnsweredPauses(settings.redis_url.get_secret_value())
+    return sealer_for(secret, settings.resume_ttl, answered)
