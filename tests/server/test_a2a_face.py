@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -519,32 +518,6 @@ async def test_every_call_and_every_run_counts_under_max_streams() -> None:
                         break
                     await asyncio.sleep(0.1)
         assert answer.json()["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
-
-
-def test_without_the_extra_the_service_runs_and_a2a_says_what_to_install() -> None:
-    code = """
-import sys
-sys.modules['a2a'] = None
-from fastapi import FastAPI
-from sentient_assist import add_routes, create_app
-from sentient_assist.agents.echo import EchoAgent
-app = create_app(agent=EchoAgent())
-print('served:', sorted(p for p in app.openapi()['paths'] if 'a2a' in p or 'agent-card' in p))
-try:
-    add_routes(FastAPI(), EchoAgent(), a2a_path='/a2a')
-except ImportError as exc:
-    print('add_routes:', exc)
-try:
-    from sentient_assist import A2AAgent
-except ImportError as exc:
-    print('A2AAgent:', exc)
-"""
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    assert lines[0] == "served: []"
-    assert lines[1].startswith("add_routes: The A2A face (/a2a) is not served") and "sentient-assist[a2a]" in lines[1]
-    assert lines[2].startswith("A2AAgent: A2AAgent needs a2a-sdk 1.x") and "sentient-assist[a2a]" in lines[2]
 
 
 async def test_a_conversation_past_the_body_limit_is_refused_naming_it(server: RunningServer) -> None:

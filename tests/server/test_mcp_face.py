@@ -401,29 +401,6 @@ def _fresh_interpreter(code: str, env: dict[str, str]) -> subprocess.CompletedPr
     )
 
 
-def test_without_the_mcp_package_there_is_no_mcp_and_the_log_says_so_once():
-    code = (
-        "import json, sys\n"
-        "sys.modules['mcp'] = None  # as if the extra were not installed\n"
-        "from fastapi import FastAPI\n"
-        "from sentient_assist import add_routes, create_app\n"
-        "paths = sorted(create_app().openapi()['paths'])\n"
-        "try:\n"
-        "    add_routes(FastAPI(), mcp_path='/mcp')\n"
-        "    refused = None\n"
-        "except ImportError as exc:\n"
-        "    refused = str(exc)\n"
-        "print(json.dumps({'paths': paths, 'refused': refused}))\n"
-    )
-    out = _fresh_interpreter(code, {"ASSIST_AGENT": "echo", "ASSIST_LOG_LEVEL": "info"})
-    assert out.returncode == 0, out.stderr
-    found = json.loads(out.stdout)
-    assert "/assist" in found["paths"] and "/mcp" not in found["paths"]
-    assert "sentient-assist[mcp]" in found["refused"]
-    lines = [line for line in out.stderr.splitlines() if "/mcp" in line]
-    assert len(lines) == 1 and "/mcp is not served" in lines[0] and "sentient-assist[mcp]" in lines[0], out.stderr
-
-
 def test_importing_the_service_imports_no_mcp_until_the_app_is_made():
     code = (
         "import json, sys\n"
