@@ -62,10 +62,12 @@ from sentient_assist.protocol.request import Request as AssistBody
 from sentient_assist.runtime.run import Run, RunStats
 from sentient_assist.runtime.session import Session
 from sentient_assist.server import metrics
+from sentient_assist.server.admission import STATE_AGENT, STATE_STATS
 from sentient_assist.server.app import create_app
-from sentient_assist.server.assist import ASSIST_PATH, STATE_AGENT, STATE_STATS, Assist, AssistRoute
+from sentient_assist.server.assist import ASSIST_PATH, AssistFace
 from sentient_assist.server.event_stream import SseHook
 from sentient_assist.server.request_id import request_id_of
+from sentient_assist.server.service import Service
 
 # Since 714ea9a a Run registers itself with its watcher (and is marked silent and gone by
 # it); before, the server did that with OpenStreams. Both are handled.
@@ -94,7 +96,7 @@ def sse_starlette_batched() -> FastAPI:
     return _with_assist(SseStarletteBatchedAssist)
 
 
-def _with_assist(variant: type[Assist]) -> FastAPI:
+def _with_assist(variant: type[_VariantAssist]) -> FastAPI:
     """create_app(), with its POST /assist route replaced, in place, by `variant`'s."""
     app = create_app()
     (route,) = variant(app.state.agent, app.state.settings).router().routes
@@ -123,31 +125,25 @@ def _replace_assist_route(router: Any, new: APIRoute) -> int:
     return replaced
 
 
-class _VariantAssist(Assist):
-    """Assist with another response class; everything before the response is Assist's own."""
+class _VariantAssist(AssistFace):
+    """The /assist face with another response class; everything before the response is the face's own."""
 
     response_class: type
 
     def __init__(self, agent: Any, settings: Any) -> None:
-        super().__init__(agent, settings)
+        super().__init__(Service(agent, settings))
+        self.streams = self.service.streams
         self.ping_interval = settings.ping_interval  # ASSIST_PING_INTERVAL, for sse-starlette's ping
         self._open: dict[Run[bytes], bool] = {}  # the runs not yet ended by _end()
 
-    def router(self) -> APIRouter:
+    def router(self, path: str = ASSIST_PATH) -> APIRouter:
         router = APIRouter()
-        router.add_api_route(
-            ASSIST_PATH,
-            self.endpoint,
-            methods=["POST"],
-            name="assist",
-            status_code=200,
-            response_class=self.response_class,
-            route_class_override=AssistRoute,  # the key, ASSIST_MAX_STREAMS, the body limit, as for ours
-        )
+        # The admitted route: the key, ASSIST_MAX_STREAMS, the body limit, as for ours.
+        self.add_route(router, path, self.endpoint, name="assist", status_code=200, response_class=self.response_class)
         return router
 
     def _prepare(self, request: Request, body: AssistBody) -> tuple[Session, RunStats]:
-        """What Assist.endpoint does before it makes the response (see sentient_assist/server/assist.py)."""
+        """What AssistFace.endpoint does before it makes the response (see sentient_assist/server/assist.py)."""
         stats = RunStats(request_id_of(request))
         setattr(request.state, STATE_AGENT, self.agent.name)
         setattr(request.state, STATE_STATS, stats)
