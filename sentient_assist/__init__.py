@@ -54,6 +54,22 @@ if TYPE_CHECKING:
     from sentient_assist.server.default_server import DefaultServer
     from sentient_assist.server.settings import Settings, load_settings
 
+# The public submodules, each with its __all__: what an agent author may import besides this
+# front door (everything else of the package is its implementation). Written here once: this
+# docstring, docs/layout.md and tests/test_front_door.py are tested against it.
+_PUBLIC_SUBMODULES = (
+    "sentient_assist.events",
+    "sentient_assist.protocol",
+    "sentient_assist.exceptions",
+    "sentient_assist.facade",
+    "sentient_assist.llm",
+    "sentient_assist.orchestration",
+    "sentient_assist.server",
+    "sentient_assist.registry",
+    "sentient_assist.testing",
+    "sentient_assist.compat",
+)
+
 # Each public name, and the module that defines it: imported when the name is first used.
 _HOMES = {
     # sentient-agent-framework 0.3.0's top-level names

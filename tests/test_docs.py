@@ -6,6 +6,8 @@ import inspect
 import re
 from pathlib import Path
 
+import sentient_assist
+
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
@@ -80,3 +82,13 @@ def test_the_readme_shows_add_routes_as_it_is():
 def test_the_protocol_and_the_architecture_are_documented():
     for name in ("protocol.md", "architecture.md"):
         assert (ROOT / "docs" / name).stat().st_size > 1000, name
+
+
+def test_the_public_submodules_are_listed_as_the_package_lists_them():
+    """Written once, in sentient_assist/__init__.py; its docstring and docs/layout.md's table follow it."""
+    listed = list(sentient_assist._PUBLIC_SUBMODULES)
+    in_docstring = re.findall(r"^- `(sentient_assist\.\w+)`", sentient_assist.__doc__ or "", flags=re.MULTILINE)
+    assert in_docstring == listed, "sentient_assist/__init__.py: the docstring's list is not _PUBLIC_SUBMODULES"
+    layout = (ROOT / "docs" / "layout.md").read_text()
+    in_table = re.findall(r"^\| `(sentient_assist\.\w+)` \|", layout, flags=re.MULTILINE)
+    assert in_table == listed, "docs/layout.md: the public submodules' table is not _PUBLIC_SUBMODULES"

@@ -217,6 +217,10 @@ def test_the_front_door_exports_exactly_what_an_author_needs():
         assert getattr(sentient_assist, name) is not None, name
 
 
+def test_the_submodules_pinned_here_are_the_packages_public_submodules():
+    assert list(SUBMODULES) == list(sentient_assist._PUBLIC_SUBMODULES)
+
+
 @pytest.mark.parametrize("module_name", sorted(SUBMODULES))
 def test_each_public_submodule_exports_exactly_its_names(module_name):
     module = importlib.import_module(module_name)

@@ -12,15 +12,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable
 from contextlib import aclosing
-from typing import Any, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 from urllib.parse import urlsplit
 
-from pydantic import TypeAdapter, ValidationError
 from ulid import ULID
 
 from sentient_assist.facade.events import AgentEvent
 from sentient_assist.facade.reader import EventReader, ResultBuilder
-from sentient_assist.facade.result import AgentResult, ErrorRecord
+from sentient_assist.facade.result import AgentResult
 from sentient_assist.facade.transport import InProcessTransport, Transport, without_credentials
 from sentient_assist.llm.output import OutputSpec
 from sentient_assist.protocol.events import DoneEvent
@@ -29,6 +28,7 @@ from sentient_assist.protocol.request import Query, SessionObject
 from sentient_assist.runtime.agent import AbstractAgent
 
 T = TypeVar("T")
+OutputT = TypeVar("OutputT")
 
 DEFAULT_TIMEOUT = 300.0
 _END = object()
@@ -62,14 +62,36 @@ class Agent:
         else:
             raise TypeError(f"Agent() takes an AbstractAgent or an http(s) URL of /assist, got {agent!r}")
 
+    @overload
     def stream(
         self,
         prompt: str,
         *,
         history: Iterable[Message | dict[str, Any]] = (),
         forward: Callable[[Any], Awaitable[None]] | None = None,
-    ) -> AgentStream:
-        """The run's events as they happen; `cancel()` stops it, and `result()` sums it up.
+        output_type: None = None,
+    ) -> AgentStream[Any]: ...
+
+    @overload
+    def stream(
+        self,
+        prompt: str,
+        *,
+        history: Iterable[Message | dict[str, Any]] = (),
+        forward: Callable[[Any], Awaitable[None]] | None = None,
+        output_type: type[T],
+    ) -> AgentStream[T]: ...
+
+    def stream(
+        self,
+        prompt: str,
+        *,
+        history: Iterable[Message | dict[str, Any]] = (),
+        forward: Callable[[Any], Awaitable[None]] | None = None,
+        output_type: type[Any] | None = None,
+    ) -> AgentStream[Any]:
+        """The run's events as they happen; `cancel()` stops it, and `result()` sums it up:
+        the result `run()` returns for the same arguments, its output typed the same way.
 
         `forward`, if given, is awaited with each wire event but `done`, in order, before it
         is read: orchestration uses it to stream a sub-agent's events through to its client.
@@ -83,7 +105,8 @@ class Agent:
             interactions=interactions_from(messages, chat_id, self.processor_id),
         )
         query = Query(id=ULID(), prompt=prompt)
-        return AgentStream(self._transport.events(query, session), ResultBuilder(prompt, messages), forward)
+        builder = ResultBuilder(prompt, messages, output_type if output_type is not None else self.output_type)
+        return AgentStream(self._transport.events(query, session), builder, forward)
 
     @overload
     async def run(
@@ -96,18 +119,16 @@ class Agent:
     ) -> AgentResult[T]: ...
 
     async def run(
-        self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = (), output_type: type[T] | None = None
+        self, prompt: str, *, history: Iterable[Message | dict[str, Any]] = (), output_type: type[Any] | None = None
     ) -> AgentResult[Any]:
         """Run one turn to its end and return what it produced; with `output_type`, its
         `output` validated as one (an agent that sends none leaves it None). Without, the
         output type is the agent's (`self.output_type`: an in-process LLMAgent's), if any;
-        else `output` is the JSON as it came."""
-        async with self.stream(prompt, history=history) as events:
+        else `output` is the JSON as it came. The same as `stream()`'s `result()`."""
+        async with self.stream(prompt, history=history, output_type=output_type) as events:
             async for _ in events:
                 pass
-            result = events.result()
-        output_type = output_type if output_type is not None else self.output_type
-        return result if output_type is None else typed(result, output_type)
+        return events.result()
 
     async def resume(self, paused: AgentResult[Any], answer: str) -> AgentResult[Any]:
         """Answer the question a run stopped at (`paused.interrupt`), and let it go on: the
@@ -127,22 +148,7 @@ class Agent:
         return asyncio.run(self.run(prompt, history=history, output_type=output_type))
 
 
-def typed(result: AgentResult[Any], output_type: type[T]) -> AgentResult[T]:
-    """`result` as an AgentResult[output_type]: its output validated, or, if it is not one,
-    None and an error saying so (a remote agent can send anything)."""
-    fields = {name: getattr(result, name) for name in AgentResult.model_fields}
-    if result.output is not None:
-        try:
-            fields["output"] = TypeAdapter(output_type).validate_python(result.output)
-        except ValidationError as exc:
-            fields["output"] = None
-            name = getattr(output_type, "__name__", str(output_type))
-            problem = f"the run's output is not a {name} ({exc.error_count()} errors)"
-            fields["errors"] = (*result.errors, ErrorRecord(message=problem, code=502))
-    return AgentResult[output_type].model_construct(**fields)  # type: ignore[valid-type]
-
-
-class AgentStream:
+class AgentStream(Generic[OutputT]):
     """An async iterator of AgentEvents.
 
     The run proceeds in a task of its own, so `cancel()`, called from anywhere,
@@ -167,10 +173,10 @@ class AgentStream:
         self._finished = False
         self._cancel_requested = False
 
-    def __aiter__(self) -> AgentStream:
+    def __aiter__(self) -> AgentStream[OutputT]:
         return self
 
-    async def __aenter__(self) -> AgentStream:
+    async def __aenter__(self) -> AgentStream[OutputT]:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -244,6 +250,6 @@ class AgentStream:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
 
-    def result(self) -> AgentResult[Any]:
+    def result(self) -> AgentResult[OutputT]:
         """What the run produced so far: all of it once the iteration has ended."""
         return self._builder.result()

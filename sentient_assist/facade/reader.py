@@ -1,14 +1,15 @@
 """Reads wire events into AgentEvents, and AgentEvents into an AgentResult.
 
 Both transports (in-process and HTTP) hand the same wire event objects to the
-same reader, which is why they give the same results.
+same reader, which is why they give the same results; and `run()` and `stream()` read
+through the same ResultBuilder, which is why they give the same result, typed output and all.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from sentient_assist.facade.events import AgentEvent, EventKind
 from sentient_assist.facade.result import AgentResult, ErrorRecord, PendingInterrupt, StageRecord, ToolCall
@@ -108,11 +109,15 @@ class EventReader:
 
 
 class ResultBuilder:
-    """Accumulates one run's AgentEvents (and its wire events, for history) into an AgentResult."""
+    """Accumulates one run's AgentEvents (and its wire events, for history) into an AgentResult:
+    an AgentResult[output_type], its output validated as one, when `output_type` is given."""
 
-    def __init__(self, prompt: str, history: tuple[Message, ...]) -> None:
+    def __init__(self, prompt: str, history: tuple[Message, ...], output_type: type[Any] | None = None) -> None:
         self._prompt = prompt
         self._history = history
+        self._output_type = output_type
+        self._adapter: TypeAdapter[Any] | None = None
+        self._built: AgentResult[Any] | None = None  # the last result(), until another event comes
         self._answer: list[str] = []
         self._other_text: list[str] = []
         self._tool_calls: dict[str, ToolCall] = {}
@@ -127,9 +132,11 @@ class ResultBuilder:
         self._answered: set[str] = set()
 
     def add_wire(self, event: Any) -> None:
+        self._built = None
         self._wire_events.append(ResponseEventAdapter.dump_python(event, mode="json"))
 
     def add(self, event: AgentEvent) -> None:
+        self._built = None
         kind = event.kind
         if kind == "text_delta":
             self._answer.append(event.text or "")
@@ -155,6 +162,13 @@ class ResultBuilder:
             self._ended = True
 
     def result(self) -> AgentResult[Any]:
+        """What the run produced so far; the same object each time until the next event, so
+        the `done` event's result is `result()` once the run has ended."""
+        if self._built is None:
+            self._built = self._build()
+        return self._built
+
+    def _build(self) -> AgentResult[Any]:
         # docs/protocol.md, "A turn of history": the answer is FINAL_RESPONSE; without
         # one, the text blocks and other text streams in order.
         text = "".join(self._answer) if self._answer else "".join(self._other_text)
@@ -167,7 +181,7 @@ class ResultBuilder:
             calls = [
                 call if call.id in self._answered else call.model_copy(update={"error": NO_RESULT}) for call in calls
             ]
-        return AgentResult(
+        result: AgentResult[Any] = AgentResult(
             text=text,
             messages=self._history + turn,
             tool_calls=tuple(calls),
@@ -178,3 +192,20 @@ class ResultBuilder:
             cancelled=self._cancelled,
             output=self._output,
         )
+        return result if self._output_type is None else self._with_typed_output(result, self._output_type)
+
+    def _with_typed_output(self, result: AgentResult[Any], output_type: type[Any]) -> AgentResult[Any]:
+        """`result` as an AgentResult[output_type]: its output validated, or, if it is not one,
+        None and an error saying so (a remote agent can send anything)."""
+        fields = {name: getattr(result, name) for name in AgentResult.model_fields}
+        if result.output is not None:
+            if self._adapter is None:
+                self._adapter = TypeAdapter(output_type)
+            try:
+                fields["output"] = self._adapter.validate_python(result.output)
+            except ValidationError as exc:
+                fields["output"] = None
+                name = getattr(output_type, "__name__", str(output_type))
+                problem = f"the run's output is not a {name} ({exc.error_count()} errors)"
+                fields["errors"] = (*result.errors, ErrorRecord(message=problem, code=502))
+        return AgentResult[output_type].model_construct(**fields)  # type: ignore[valid-type]

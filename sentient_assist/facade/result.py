@@ -82,7 +82,8 @@ class AgentResult(_Value, Generic[OutputT]):
     pass it as the next call's `history`. `output` is the run's typed output (an `OUTPUT`
     document): validated as `output_type` by `Agent.run(..., output_type=...)`, which
     returns an `AgentResult[output_type]`, or by `Agent(LLMAgent(..., output_type=...)).run()`,
-    the agent's own type; else the JSON as it came, or None."""
+    the agent's own type; else the JSON as it came, or None. `Agent.stream(...)`'s `result()`
+    is the same, for the same arguments."""
 
     text: str = ""
     messages: tuple[Message, ...] = ()

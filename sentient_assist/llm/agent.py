@@ -13,7 +13,7 @@ import inspect
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sentient_assist.llm.asking import ASK_TOOL, REFUSED, AskUser, Paused, Question, approves
 from sentient_assist.llm.messages import (
@@ -28,7 +28,7 @@ from sentient_assist.llm.messages import (
 from sentient_assist.llm.model import ChatModel, ModelSettings
 from sentient_assist.llm.output import OUTPUT_TOOL, OutputSpec, output_call
 from sentient_assist.llm.reply import ONE_REQUEST, ReplyStreams, finish_run, stream_reply
-from sentient_assist.llm.tools import Tool, ToolBox, ToolOutcome, Toolset, arguments_object
+from sentient_assist.llm.tools import SupportsTool, Tool, ToolBox, ToolOutcome, Toolset, arguments_object
 from sentient_assist.protocol import conventions as names
 from sentient_assist.protocol.conventions import TokenUsage, ToolCallPayload, ToolResultPayload
 from sentient_assist.protocol.history import messages_from
@@ -39,9 +39,6 @@ from sentient_assist.runtime.errors import ModelProviderError, UsageLimitExceede
 from sentient_assist.runtime.request_context import current_request_id
 from sentient_assist.runtime.response_handler import ResponseHandler
 from sentient_assist.runtime.session import Session
-
-if TYPE_CHECKING:  # orchestration imports llm: BasicAgent is imported where it is checked, at run time
-    from sentient_assist.orchestration.basic_agent import BasicAgent
 
 logger = logging.getLogger("sentient_assist.llm")
 
@@ -71,7 +68,7 @@ class LLMAgent(AbstractAgent):
         name: str = "llm",
         description: str = "",
         system_prompt: str = "",
-        tools: Sequence[Tool | Callable[..., Any] | BasicAgent | Toolset] = (),
+        tools: Sequence[Tool | Callable[..., Any] | SupportsTool | Toolset] = (),
         model_settings: ModelSettings | None = None,
         usage_limits: UsageLimits = UsageLimits(),
         output_type: type[Any] | None = None,
@@ -81,7 +78,7 @@ class LLMAgent(AbstractAgent):
         self.description = description or self.description
         self.model = model
         self.system_prompt = system_prompt
-        # Functions become tools as @tool makes them, BasicAgents through agent_tool(); the rest is refused now.
+        # Functions become tools as @tool makes them, BasicAgents through as_tool(); the rest is refused now.
         # An MCP server's tools (llm/mcp.py) join them when it is listed, at the first run.
         self.tools = _tools_of(tools, output_type is not None, ask_user is not None)
         self.model_settings = model_settings or ModelSettings()
@@ -318,10 +315,8 @@ def _as_tool(item: object, position: int) -> Tool:
             return Tool(item)
         except TypeError as exc:  # e.g. *args: the position says which item it was
             raise TypeError(f"tools[{position}]: {exc}") from exc
-    from sentient_assist.orchestration.basic_agent import BasicAgent, agent_tool  # orchestration imports llm
-
-    if isinstance(item, BasicAgent):
-        return agent_tool(item)
+    if isinstance(item, SupportsTool) and not isinstance(item, type):  # a BasicAgent (a class is not one)
+        return item.as_tool()
     kind = type(item).__name__
     what = f"the class {item.__name__}" if isinstance(item, type) else f"{_a(kind)} {kind}"
     hint = f" (an instance, {item.__name__}(), if it is an agent)" if isinstance(item, type) else ""

@@ -10,7 +10,7 @@ import json
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, overload
+from typing import Any, Protocol, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
@@ -136,6 +136,14 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
+
+
+@runtime_checkable
+class SupportsTool(Protocol):
+    """What makes a Tool of itself for an LLMAgent's `tools=`, as a BasicAgent does: so llm/
+    takes one without importing the room that defines it (orchestration/ imports llm/)."""
+
+    def as_tool(self) -> Tool: ...
 
 
 class Toolset(ABC):

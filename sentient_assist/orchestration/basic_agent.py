@@ -66,6 +66,10 @@ class BasicAgent(AbstractAgent):
         self.description = str(metadata["description"])
         self._last_data_slush: Any = None
 
+    def as_tool(self) -> Tool:
+        """This agent as a tool of an LLMAgent (`agent_tool(self)`): what `LLMAgent(tools=[agent])` makes of it."""
+        return agent_tool(self)
+
     # --- openrappter's API ------------------------------------------------------------
 
     def perform(self, **kwargs: Any) -> Any:
