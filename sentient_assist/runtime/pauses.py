@@ -19,7 +19,7 @@ ids are kept by the sealer's `answered`: in memory for now (`InMemoryAnsweredPau
 only tokens that verified enter it, each until its token expires, and at most
 MAX_ANSWERED_PAUSES), once per process; a store shared by replicas (Redis) can take its place.
 
-The sealer belongs to the service: each app's `Assist` builds one from its Settings and its
+The sealer belongs to the service: each app's `Service` builds one from its Settings and its
 runs carry it (`Run(..., sealer=)`, and the run's request scope for the runs it starts in
 turn). A run outside any app (the in-process facade) seals with this process's random secret.
 """

@@ -1,7 +1,7 @@
 """HeadStartMiddleware: a request that arrives while a run's agent has not yet taken its first
 step waits for it at the app's door, before any middleware's work (runtime/head_start.py).
 
-Admission (`Assist.admit`) takes the same turn, so a route added to an app of the user's
+Admission (`Service.admit`) takes the same turn, so a route added to an app of the user's
 (`add_routes`) has its head start too; here it comes sooner. Of four requests that arrive
 together, the three behind the first went through the access log, the router and the route
 (about 0.15 ms each after an idle moment) before the first one's agent sent its model request;

@@ -9,7 +9,7 @@
     through the SDK's compatibility layer) -> AgentRunExecutor: the same Run as /assist's, its
     events as task updates (answer.py)
 
-It is the same service as /assist, not a second one: the same `Assist` instance's keys, stream
+It is the same service as /assist, not a second one: the same `Service`'s keys, stream
 budget (every POST holds a place while it is answered, and until the run it started ends: a run
 whose client left goes on, as A2A tasks outlive their connections), body limits, time limit (a
 request is answered within it and WRITE_GRACE_SECONDS, or cut off), pause sealer and shutdown

@@ -20,7 +20,7 @@ from a2a.server.cluster import TaskEventStream, TaskVersion, VersionedEvent
 from a2a.server.events.event_queue import Event
 from a2a.types.a2a_pb2 import StreamResponse
 from a2a.utils.errors import InternalError
-from redis.exceptions import RedisError  # found by mount.py before this is imported
+from redis.exceptions import RedisError  # found by server/faces.py before this is imported
 
 from sentient_assist.server.a2a.stores import RedisTaskStore
 from sentient_assist.server.redis_readers import READ_BLOCK_SECONDS

@@ -100,7 +100,7 @@ class ResumableHook(ChannelHook[Item]):
 
 
 class DetachedRuns:
-    """The resumable runs of one Assist: where they run, and where they are kept."""
+    """The resumable runs of one Service: where they run, and where they are kept."""
 
     def __init__(self, settings: Settings, gate: StreamGate, streams: OpenStreams) -> None:
         self.grace = settings.detach_grace
