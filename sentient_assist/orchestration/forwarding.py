@@ -9,9 +9,7 @@ cancelled) are closed, so every text stream still ends with its last chunk.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
-
-from sentient_assist.protocol.events import TextChunkEvent
+from sentient_assist.protocol.events import ResponseEvent, TextChunkEvent
 from sentient_assist.runtime.response_handler import ResponseHandler
 
 
@@ -19,7 +17,7 @@ class Forwarder:
     def __init__(self, handler: ResponseHandler) -> None:
         self._handler = handler
         self._live = True
-        self._held: list[Any] = []
+        self._held: list[ResponseEvent] = []
         self._open: dict[str, TextChunkEvent] = {}
 
     @classmethod
@@ -29,7 +27,7 @@ class Forwarder:
         forwarder._live = False
         return forwarder
 
-    async def __call__(self, event: Any) -> None:
+    async def __call__(self, event: ResponseEvent) -> None:
         event = dataclasses.replace(event)  # our id goes on a copy: the sub-agent's result keeps its own
         if isinstance(event, TextChunkEvent):
             if event.is_complete:

@@ -79,7 +79,7 @@ def _escape_line_breaks(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 
 
-def dumps_json(value: Any) -> str:
+def dumps_json(value: object) -> str:
     """Compact JSON as the wire carries it; raises TypeError/ValueError if it is not JSON."""
     return _dumps(value)
 
@@ -102,7 +102,9 @@ def _encode(frame: str) -> bytes:
         return frame.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode()
 
 
-def _head(content_type: str, event_name: str, id: str | None, source: str, metadata: dict[str, Any] | None) -> str:
+def _head(
+    content_type: str, event_name: str, id: str | None, source: str, metadata: dict[str, MetadataValue] | None
+) -> str:
     assert id is not None, "an event is framed once its hook has given it an id"
     return (
         '{"content_type":"'
@@ -154,10 +156,10 @@ class StreamEvent(BaseEvent):
     __slots__ = ()
 
 
-_ADAPTERS: dict[type, TypeAdapter[Any]] = {}
+_ADAPTERS: dict[type[Event], TypeAdapter[Event]] = {}
 
 
-def _adapter(event_class: type) -> TypeAdapter[Any]:
+def _adapter(event_class: type[Event]) -> TypeAdapter[Event]:
     """Made on first use: a hook that never dumps never pays for it."""
     adapter = _ADAPTERS.get(event_class)
     if adapter is None:
@@ -341,7 +343,7 @@ ResponseEvent = Annotated[
 ResponseEventAdapter: TypeAdapter[ResponseEvent] = TypeAdapter(ResponseEvent)
 
 
-def parse_event(data: str | bytes | Mapping[str, Any]) -> ResponseEvent:
+def parse_event(data: str | bytes | Mapping[str, object]) -> ResponseEvent:
     """Validate one event from its JSON (a frame's `data:` line) or a dict."""
     if isinstance(data, (str, bytes)):
         return ResponseEventAdapter.validate_json(data)

@@ -13,19 +13,20 @@ import marshal
 import operator
 import threading
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import accumulate
-from typing import Annotated, Any, Literal, NamedTuple, overload
+from typing import Annotated, Any, Literal, NamedTuple, cast, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidatorFunctionWrapHandler, WrapValidator
-from pydantic_core import SchemaValidator, core_schema
+from pydantic_core import CoreSchema, ErrorDetails, SchemaValidator, core_schema
 from ulid import ULID
 
 from sentient_assist.protocol import events as _events
 from sentient_assist.protocol import ulid as _ulid
 from sentient_assist.protocol.conventions import ASK_USER, FINAL_RESPONSE, INTERRUPT, THINKING
 from sentient_assist.protocol.events import DoneEvent, ResponseEventAdapter, TextBlockEvent, TextChunkEvent
+from sentient_assist.protocol.json_value import JSONObject
 from sentient_assist.protocol.request import (
     HISTORY_CHECK,
     AssistRequest,
@@ -37,6 +38,7 @@ from sentient_assist.protocol.request import (
     RequestMessage,
     ResponseMessage,
     _check_event_sizes,
+    _InteractionShape,
     fresh_ulid_str,
     fresh_ulid_strs,
     ulid_of_valid,
@@ -51,7 +53,7 @@ class Message(BaseModel):
 
     role: Literal["user", "assistant"]
     content: str
-    events: tuple[dict[str, Any], ...] = ()
+    events: tuple[JSONObject, ...] = ()
 
 
 def user_text(interaction: Interaction) -> str:
@@ -85,7 +87,7 @@ def messages_from(interactions: Iterable[Interaction], *, keep_events: bool = Tr
     return tuple(messages)
 
 
-def as_messages(history: Iterable[Message | dict[str, Any]]) -> tuple[Message, ...]:
+def as_messages(history: Iterable[Message | Mapping[str, object]]) -> tuple[Message, ...]:
     """Messages, or dicts shaped like them (`{"role": "user", "content": "hi"}`)."""
     return tuple(item if isinstance(item, Message) else Message.model_validate(item) for item in history)
 
@@ -112,7 +114,7 @@ def _request(prompt: str, chat_id: ULID) -> AssistRequest:
     return AssistRequest(id=ULID(), chatId=chat_id, content=content)
 
 
-def _events_for_text(text: str, source: str) -> list[dict[str, Any]]:
+def _events_for_text(text: str, source: str) -> list[JSONObject]:
     """An assistant message written by hand: its text as the answer stream it would have been."""
     answer = TextChunkEvent(
         event_name=FINAL_RESPONSE, source=source, stream_id=str(ULID()), is_complete=False, content=text
@@ -250,7 +252,7 @@ def _stamp_root_request_id(request: AssistRequest) -> AssistRequest:
     return request
 
 
-def _trusted_functions() -> dict[Any, Any]:
+def _trusted_functions() -> dict[Callable[..., object], Callable[..., object] | None]:
     """Each Python function of the models' validation, and what the build does instead
     (None: nothing; its schema is used as it is)."""
     stamp = AssistRequest.__pydantic_decorators__.model_validators["_stamp_root_request_id"].func
@@ -264,7 +266,9 @@ def _trusted_functions() -> dict[Any, Any]:
     }
 
 
-def _trusting(node: Any, functions: dict[Any, Any], classes: set[type]) -> Any:
+def _trusting(
+    node: object, functions: Mapping[Callable[..., object], Callable[..., object] | None], classes: set[type]
+) -> object:
     if isinstance(node, list):
         return [_trusting(item, functions, classes) for item in node]
     if not isinstance(node, dict):
@@ -296,7 +300,7 @@ def _trusted_validator(model: type[BaseModel] = Interaction) -> SchemaValidator:
         validator = _trusted.get(model)
         if validator is None:
             classes: set[type] = set()
-            schema = _trusting(model.__pydantic_core_schema__, _trusted_functions(), classes)
+            schema = cast(CoreSchema, _trusting(model.__pydantic_core_schema__, _trusted_functions(), classes))
             # pydantic-core reuses a model's own validator for a nested model of a complete
             # class; marked incomplete while this one is made, each model is built from `schema`.
             for cls in classes:
@@ -317,7 +321,7 @@ _trusted_validator(Interaction)
 _IDS_PER_BUILD = 1 << 20
 
 
-def _give_ids(responses: Iterable[Any], next_id: Callable[[], str] | None = None) -> Callable[[], str] | None:
+def _give_ids(responses: Iterable[object], next_id: Callable[[], str] | None = None) -> Callable[[], str] | None:
     """Fresh ids, made in one run, for the answers (as the JSON had them) that came without one."""
     for response in responses:
         if isinstance(response, dict):
@@ -340,7 +344,7 @@ def interactions_of_valid(turns: list[Any]) -> list[Interaction]:
     return built
 
 
-def _prompt_of_valid(turn: dict[str, Any]) -> str:
+def _prompt_of_valid(turn: _InteractionShape) -> str:
     """A turn's prompt, as a request's JSON has it once HISTORY_CHECK has passed it."""
     return "\n".join(part["prompt"] for part in turn["request"]["event"]["content"]["request_payload"]["parts"])
 
@@ -373,7 +377,9 @@ def _placeholders() -> tuple[Interaction, ResponseMessage]:
 _TURN, _RESPONSE = _placeholders()
 
 
-def _as_checked(value: dict[str, Any], session: dict[str, Any], turns: list[Any], errors: list[Any]) -> dict[str, Any]:
+def _as_checked(
+    value: Mapping[str, object], session: Mapping[str, object], turns: list[object], errors: list[ErrorDetails]
+) -> dict[str, object]:
     """The body with every turn HISTORY_CHECK found valid, and every answer of the first bad
     turn it found valid, swapped for a valid model (which the models take as it is), lists
     kept at their lengths: the models report the same errors for it as for the whole body
@@ -385,12 +391,11 @@ def _as_checked(value: dict[str, Any], session: dict[str, Any], turns: list[Any]
             first = loc[0]
             if len(loc) > 2 and loc[1] == "responses" and isinstance(loc[2], int):
                 answer = loc[2]
-    checked: list[Any] = [_TURN] * len(turns)
+    checked: list[object] = [_TURN] * len(turns)
     if first is not None:
         turn = turns[first]
-        responses = turn.get("responses") if isinstance(turn, dict) else None
-        if isinstance(responses, list):
-            kept: list[Any] = [_RESPONSE] * len(responses)
+        if isinstance(turn, dict) and isinstance(responses := turn.get("responses"), list):
+            kept: list[object] = [_RESPONSE] * len(responses)
             if answer is not None:
                 kept[answer] = responses[answer]
             turn = {**turn, "responses": kept}
@@ -398,7 +403,7 @@ def _as_checked(value: dict[str, Any], session: dict[str, Any], turns: list[Any]
     return {**value, "session": {**session, "interactions": checked}}
 
 
-def keep_history_compact(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+def keep_history_compact(value: object, handler: ValidatorFunctionWrapHandler) -> object:
     """/assist's body as `Request` validates it, same answer and same errors, with its
     session's history checked by HISTORY_CHECK (no models built) and kept as a `History`."""
     session = value.get("session") if isinstance(value, dict) else None

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Literal, NotRequired
 
 from pydantic import (
     AfterValidator,
@@ -34,6 +34,7 @@ from typing_extensions import TypedDict  # pydantic needs typing_extensions' bef
 from ulid import ULID
 
 from sentient_assist.protocol.events import MAX_METADATA_KEYS, ResponseEvent
+from sentient_assist.protocol.json_value import JSONObject, JSONValue
 from sentient_assist.protocol.ulid import ULID_PATTERN, Ulid
 
 ASSIST_CAPABILITY = "assist"
@@ -238,11 +239,13 @@ _EVENT_NAMES = ("event_name", "source", "stream_id", "schema_version")
 _TOO_MANY_KEYS = "metadata holds at most {max_length} keys, got {actual_length}"
 
 
-def _error(kind: str | PydanticCustomError, loc: tuple[str | int, ...], value: object, **ctx: Any) -> InitErrorDetails:
+def _error(
+    kind: str | PydanticCustomError, loc: tuple[str | int, ...], value: object, **ctx: object
+) -> InitErrorDetails:
     return InitErrorDetails(type=kind, loc=loc, input=value, ctx=ctx)
 
 
-def event_size_error(event: Mapping[str, Any]) -> InitErrorDetails | None:
+def event_size_error(event: Mapping[str, object]) -> InitErrorDetails | None:
     """What is first too long in a past event: one of its names, or its metadata.
 
     Checked before the event classes validate the event: they count metadata keys only after
@@ -269,7 +272,7 @@ def event_size_error(event: Mapping[str, Any]) -> InitErrorDetails | None:
     return None
 
 
-def _metadata_list_error(key: str, items: list[Any]) -> InitErrorDetails | None:
+def _metadata_list_error(key: str, items: list[object]) -> InitErrorDetails | None:
     if len(items) > MAX_METADATA_LIST_ITEMS:
         return _error(
             "too_long",
@@ -288,7 +291,7 @@ def _metadata_list_error(key: str, items: list[Any]) -> InitErrorDetails | None:
     return None
 
 
-def _check_event_sizes(value: Any) -> Any:
+def _check_event_sizes(value: object) -> object:
     if isinstance(value, Mapping):
         error = event_size_error(value)
         if error is not None:
@@ -372,8 +375,8 @@ _AnyButLongText = (
     | Annotated[float, Strict()]
     | Annotated[bool, Strict()]
     | None
-    | Annotated[list[Any], Strict()]
-    | Annotated[dict[str, Any], Strict()]
+    | Annotated[list[JSONValue], Strict()]
+    | Annotated[JSONObject, Strict()]
 )
 
 
@@ -461,7 +464,7 @@ class _TextBlockShape(_AtomicShape):
 class _DocumentShape(_AtomicShape):
     content_type: Literal["atomic.json"]
     event_name: _StrictName
-    content: dict[str, Any]
+    content: JSONObject
 
 
 class _TextChunkShape(_EventShape):
@@ -475,7 +478,7 @@ class _TextChunkShape(_EventShape):
 class _ErrorContentShape(TypedDict):
     error_message: str
     error_code: NotRequired[int]
-    details: NotRequired[dict[str, Any] | None]
+    details: NotRequired[JSONObject | None]
 
 
 class _ErrorShape(_AtomicShape):

@@ -1,7 +1,7 @@
 """ULID field types: the 26-character Crockford base32 string, and nothing else."""
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, TypeGuard
 
 from pydantic import Field, PlainSerializer, PlainValidator, WithJsonSchema
 from ulid import ULID
@@ -18,11 +18,11 @@ _JSON_SCHEMA = {
 _MESSAGE = "must be a ULID: a string of 26 Crockford base32 characters"
 
 
-def is_ulid(value: object) -> bool:
+def is_ulid(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and _ULID_RE.fullmatch(value) is not None
 
 
-def _to_ulid(value: Any) -> ULID:
+def _to_ulid(value: object) -> ULID:
     if isinstance(value, ULID):
         return value
     if not is_ulid(value):
@@ -30,13 +30,12 @@ def _to_ulid(value: Any) -> ULID:
     return ULID.from_str(value.upper())
 
 
-def _to_ulid_str(value: Any) -> str:
+def _to_ulid_str(value: object) -> str:
     if isinstance(value, ULID):
         return str(value)
     if not is_ulid(value):
         raise ValueError(_MESSAGE)
-    text: str = value
-    return text.upper()
+    return value.upper()
 
 
 # A ULID object, as the 0.3.0 package hands ids to agents (query.id, session.activity_id).
@@ -51,7 +50,7 @@ Ulid = Annotated[
 UlidStr = Annotated[str, PlainValidator(_to_ulid_str), WithJsonSchema(_JSON_SCHEMA)]
 
 
-def _to_event_id(value: Any) -> str:
+def _to_event_id(value: object) -> str:
     # As in the 0.3.0 models, an event that comes without an id gets a fresh one.
     if value is None:
         return str(ULID())

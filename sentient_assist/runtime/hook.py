@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Protocol
+from typing import Protocol
 
+from sentient_assist.protocol.events import ResponseEvent
 from sentient_assist.runtime.ids import MonotonicUlid
 
 
 class Hook(Protocol):
     """Takes each event a ResponseHandler emits, in order."""
 
-    async def emit(self, event: Any) -> None: ...
+    async def emit(self, event: ResponseEvent) -> None: ...
+
+
+class EventQueue(Protocol):
+    """Where a QueueHook puts events: an `asyncio.Queue` of events (of any event type it holds)."""
+
+    async def put(self, item: ResponseEvent, /) -> None: ...
 
 
 class QueueHook:
@@ -23,7 +30,7 @@ class QueueHook:
 
     def __init__(
         self,
-        queue: asyncio.Queue[Any],
+        queue: EventQueue,
         id_generator: MonotonicUlid | None = None,
         timeout_ms: int | None = None,
     ) -> None:
@@ -31,7 +38,7 @@ class QueueHook:
         self._next_id = id_generator or MonotonicUlid()
         self._timeout = timeout_ms / 1000 if timeout_ms else None
 
-    async def emit(self, event: Any) -> None:
+    async def emit(self, event: ResponseEvent) -> None:
         event.id = self._next_id()
         if self._timeout is None:
             await self._queue.put(event)

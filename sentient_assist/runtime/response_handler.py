@@ -17,6 +17,7 @@ from sentient_assist.protocol.events import (
     DoneEvent,
     ErrorContent,
     ErrorEvent,
+    ResponseEvent,
     TextBlockEvent,
     TextChunkEvent,
     dumps_json,
@@ -43,7 +44,7 @@ def check_event_name(event_name: object) -> str:
     return event_name
 
 
-def _check_forwarded_sizes(event: Any) -> None:
+def _check_forwarded_sizes(event: ResponseEvent) -> None:
     """A forwarded event's names and metadata within what a request's history accepts: the
     client sends it back with the next turn, which must not be a 422."""
     source, stream_id = event.source, getattr(event, "stream_id", None) or ""
@@ -91,9 +92,8 @@ class ResponseHandler:
         self._streams: list[StreamEventEmitter] | None = None
         self._forwarded: dict[str, TextChunkEvent] | None = None  # open streams of other agents, sent through here
         self._tool_calls: OpenToolCalls | None = None  # TOOL_CALLs sent and not answered yet
-        self._closing: (
-            list[Any] | tuple[()]
-        ) = ()  # complete()'s events not sent yet (it may be cut short waiting for room)
+        # complete()'s events not sent yet (it may be cut short waiting for room)
+        self._closing: list[ResponseEvent] | tuple[()] = ()
         self._is_complete = False
 
     @property
@@ -241,7 +241,7 @@ class ResponseHandler:
         )
         await self._hook.emit(ErrorEvent(source=self._source, content=content))
 
-    async def emit_event(self, event: Any) -> None:
+    async def emit_event(self, event: ResponseEvent) -> None:
         """Send a wire event made elsewhere (another agent's, forwarded), its source kept.
 
         For orchestration: the event gets this response's next id. `done` is not
@@ -291,7 +291,9 @@ class ResponseHandler:
             ]
         return last
 
-    def close_now(self, error: ErrorContent | None = None, *, error_at: Literal["start", "end"] = "end") -> list[Any]:
+    def close_now(
+        self, error: ErrorContent | None = None, *, error_at: Literal["start", "end"] = "end"
+    ) -> list[ResponseEvent]:
         """Mark the response complete at once; return the events that end it, for the server to send.
 
         For endings the agent does not choose: the last chunk of each open stream and a result
@@ -305,7 +307,7 @@ class ResponseHandler:
                 unsent.insert(len(unsent) - 1, ErrorEvent(source=self._source, content=error))
             return unsent
         self._is_complete = True
-        events: list[Any] = list(self._last_events())
+        events: list[ResponseEvent] = list(self._last_events())
         if error is not None:
             events.insert(0 if error_at == "start" else len(events), ErrorEvent(source=self._source, content=error))
         events.append(DoneEvent(source=self._source))

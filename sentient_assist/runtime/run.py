@@ -16,12 +16,12 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from enum import StrEnum
 from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar, cast
 
-from sentient_assist.protocol.events import DoneEvent, ErrorContent
+from sentient_assist.protocol.events import DoneEvent, ErrorContent, ResponseEvent
 from sentient_assist.protocol.request import Query
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.channel import Channel
@@ -52,6 +52,7 @@ AGENT_FAILED_MESSAGE = "The agent failed while answering. The error has been log
 TIMEOUT_MESSAGE = "The agent did not finish within the request time limit."
 
 T = TypeVar("T")
+Received = TypeVar("Received")  # what the listener of `client_left` waits for: an ASGI message
 
 
 class RunOutcome(StrEnum):
@@ -105,15 +106,14 @@ class ChannelHook(Generic[T]):
         self._next_id: MonotonicUlid | None = None  # made with the first event: a waiting run holds none
         self._counts = stats.events_by_type
 
-    def encode(self, event: Any) -> T:
-        item: T = event  # the base hook puts the event itself
-        return item
+    def encode(self, event: ResponseEvent) -> T:
+        return cast(T, event)  # the base hook puts the event itself: a ChannelHook[ResponseEvent]
 
     def size(self, item: T) -> int:
         """The bytes `item` holds, for the channel's bound in bytes (0: not counted)."""
         return 0
 
-    async def emit(self, event: Any) -> None:
+    async def emit(self, event: ResponseEvent) -> None:
         channel = self._channel
         if not channel.has_room():
             await channel.wait_for_room()
@@ -133,7 +133,7 @@ class ChannelHook(Generic[T]):
         self._next_id = MonotonicUlid()
         return self._next_id
 
-    def send_now(self, events: list[Any]) -> None:
+    def send_now(self, events: list[ResponseEvent]) -> None:
         """Send closing events at once, room or not: the run ends with the last of them."""
         if self._channel.closed or not events:
             return
@@ -145,7 +145,9 @@ class ChannelHook(Generic[T]):
             self._channel.put_nowait(item, self.size(item), last=index == len(events) - 1)
 
 
-def _assist(agent: AbstractAgent, session: Session, query: Query, handler: ResponseHandler) -> Coroutine[Any, Any, Any]:
+def _assist(
+    agent: AbstractAgent, session: Session, query: Query, handler: ResponseHandler
+) -> Coroutine[object, object, None]:
     """The agent's `assist()` coroutine, for a task of its own. An `assist()` that is not a
     coroutine function still runs, and fails, inside that task, as any agent's failure does."""
     try:
@@ -159,7 +161,7 @@ async def _raise(exc: Exception) -> None:
     raise exc
 
 
-async def _await(awaitable: Any) -> None:
+async def _await(awaitable: Awaitable[object]) -> None:
     await awaitable
 
 
@@ -282,7 +284,7 @@ class Run(Generic[T]):
     def wake_reader(self) -> None:
         self._channel.wake_reader()
 
-    def client_left(self, listener: asyncio.Future[Any]) -> None:
+    def client_left(self, listener: asyncio.Future[Received]) -> None:
         """The done callback of a task that waits for the client to leave: the run ends now."""
         if not listener.cancelled():
             self.stop(outcome=RunOutcome.DISCONNECTED)
@@ -295,7 +297,7 @@ class Run(Generic[T]):
         if not self.task.done():
             self.task.cancel()
 
-    def _after_agent(self, task: asyncio.Task[Any]) -> None:
+    def _after_agent(self, task: asyncio.Task[None]) -> None:
         """However the agent's task ended, the run ends with `done`, after an `error` when it
         failed, timed out or was refused a call. When the run was ended on purpose (the reader
         left, shutdown) nothing more is sent, and when `done` is already out, nothing either:

@@ -15,16 +15,34 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol, TypeVar
 
 from opentelemetry import trace
 from opentelemetry.propagate import inject
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.util.types import AttributeValue
+
+from sentient_assist.protocol.json_value import JSONObject
 
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
 CAPTURE_CONTENT_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 MAX_CAPTURED = 4096  # characters of a prompt, answer, tool arguments or result, when capture is on
+
+Returned = TypeVar("Returned")
+
+
+class ToolCallOutcome(Protocol):
+    """What an `execute_tool` span records of a call's outcome (sentient_assist.llm.tools.ToolOutcome)."""
+
+    @property
+    def error(self) -> str | None: ...
+
+    @property
+    def model_content(self) -> str: ...
+
+
+Outcome = TypeVar("Outcome", bound=ToolCallOutcome)
 
 
 class Tracing:
@@ -63,12 +81,12 @@ class Tracing:
 
     async def run_agent(
         self,
-        work: Coroutine[Any, Any, Any],
+        work: Awaitable[Returned],
         agent: str,
         request_id: str,
         why_cancelled: Callable[[], str],
         prompt: str | None,
-    ) -> Any:
+    ) -> Returned:
         """Run the agent's coroutine inside `invoke_agent {agent}`, started and ended in this task.
         `why_cancelled()` says what a cancellation was: the run's time limit ("time_limit"), its
         client gone ("disconnected"), the server's shutdown ("shutdown"), ... or "cancelled"."""
@@ -107,7 +125,7 @@ class Tracing:
 
     def start_chat(self, model: str, provider: str, server_address: str | None, server_port: int | None) -> Span:
         """`chat {model}`, a child of the current span, not attached: its holder ends it."""
-        attributes: dict[str, Any] = {
+        attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": provider,
             "gen_ai.request.model": model,
@@ -128,7 +146,7 @@ class Tracing:
     # execute_tool ---------------------------------------------------------------------------
 
     def start_tool(self, name: str, description: str, call_id: str | None) -> Span:
-        attributes: dict[str, Any] = {
+        attributes: dict[str, AttributeValue] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": name,
             "gen_ai.tool.type": "function",
@@ -139,7 +157,7 @@ class Tracing:
             attributes["gen_ai.tool.call.id"] = call_id
         return self.tracer.start_span(f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attributes)
 
-    async def run_tool(self, work: Coroutine[Any, Any, Any], span: Span, arguments: str) -> Any:
+    async def run_tool(self, work: Awaitable[Outcome], span: Span, arguments: str) -> Outcome:
         """Await a tool call's outcome (a ToolOutcome) inside its span, current for the call."""
         if self.capture_content:
             span.set_attribute("gen_ai.tool.call.arguments", _bounded(arguments))
@@ -178,7 +196,7 @@ def inject_current(headers: dict[str, str]) -> None:
     inject(headers)
 
 
-def add_event(name: str, attributes: Mapping[str, Any]) -> None:
+def add_event(name: str, attributes: Mapping[str, AttributeValue]) -> None:
     """An event on the current span (the agent's `invoke_agent`), when it records."""
     span = trace.get_current_span()
     if span.is_recording():
@@ -199,7 +217,7 @@ def end_ok(span: Span) -> None:
 def input_messages(messages: list[tuple[str, str]]) -> str:
     """gen_ai.input.messages as the conventions write it (JSON: role and text parts), each text
     and the whole bounded: the last messages kept when they are too many."""
-    kept: list[dict[str, Any]] = []
+    kept: list[JSONObject] = []
     size = 0
     for role, text in reversed(messages):
         part = _bounded(text or "")

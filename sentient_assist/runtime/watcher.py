@@ -11,16 +11,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from sentient_assist.runtime.head_start import HeadStart
 
 if TYPE_CHECKING:
-    from sentient_assist.runtime.run import Run
+    from sentient_assist.protocol.events import ErrorContent
+    from sentient_assist.runtime.run import RunOutcome, RunStats
 
 logger = logging.getLogger("sentient_assist.run")
 
 MAX_TICK_SECONDS = 0.5
+
+
+class WatchedRun(Protocol):
+    """What a watcher (and the server's, OpenStreams) does with a run: a `Run` of any encoded type."""
+
+    @property
+    def stats(self) -> RunStats: ...
+
+    @property
+    def task(self) -> asyncio.Task[object]: ...
+
+    def time_out(self) -> None: ...
+
+    def wake_reader(self) -> None: ...
+
+    def stop(self, error: ErrorContent | None = None, outcome: RunOutcome | None = None) -> None: ...
+
+    def cut_off_reader(self) -> None: ...
 
 
 class RunWatcher:
@@ -31,17 +50,17 @@ class RunWatcher:
         self.time_limit = time_limit
         self.keepalive = keepalive
         self._tick = min(MAX_TICK_SECONDS, time_limit / 4, keepalive / 4 if keepalive else MAX_TICK_SECONDS)
-        self._silent_since: dict[Run[Any], float] = {}  # each run, and since when its reader has waited
+        self._silent_since: dict[WatchedRun, float] = {}  # each run, and since when its reader has waited
         self._timer: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         # The runs whose agent has not yet taken its first step: a request waits its turn behind them.
         self.head_start = HeadStart()
 
     @property
-    def runs(self) -> list[Run[Any]]:
+    def runs(self) -> list[WatchedRun]:
         return list(self._silent_since)
 
-    def add(self, run: Run[Any]) -> None:
+    def add(self, run: WatchedRun) -> None:
         """`run` has started: its agent's task was just created."""
         self._silent_since[run] = time.monotonic()
         self.head_start.started()
@@ -52,11 +71,11 @@ class RunWatcher:
             self._loop = loop
             self._timer = loop.call_later(self._tick, self._on_tick)
 
-    def silent(self, run: Run[Any]) -> None:
+    def silent(self, run: WatchedRun) -> None:
         """The reader of `run` waits: it has nothing to send from now on."""
         self._silent_since[run] = time.monotonic()
 
-    def discard(self, run: Run[Any]) -> None:
+    def discard(self, run: WatchedRun) -> None:
         self._silent_since.pop(run, None)
         if not self._silent_since and self._timer is not None:
             self._timer.cancel()

@@ -20,6 +20,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from sentient_assist.protocol.events import ResponseEvent
 from sentient_assist.protocol.request import Query
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.channel import Channel
@@ -87,9 +88,8 @@ class SseHook(ChannelHook[bytes]):
 
     __slots__ = ()
 
-    def encode(self, event: Any) -> bytes:
-        frame: bytes = event.sse_frame()
-        return frame
+    def encode(self, event: ResponseEvent) -> bytes:
+        return event.sse_frame()
 
     def size(self, item: bytes) -> int:
         return len(item)

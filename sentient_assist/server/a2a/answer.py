@@ -30,6 +30,7 @@ from sentient_assist.protocol.events import (
     DoneEvent,
     ErrorContent,
     ErrorEvent,
+    ResponseEvent,
     TextBlockEvent,
     TextChunkEvent,
 )
@@ -51,7 +52,7 @@ class TaskAnswer:
         self.ended = False
         self._started: set[str] = set()  # the text streams with an artifact already
 
-    async def write(self, batch: list[Any]) -> None:
+    async def write(self, batch: list[ResponseEvent]) -> None:
         """Send a batch of events, in order, each stream's ready chunks as one update."""
         pending: TextChunkEvent | None = None
         text: list[str] = []
@@ -89,18 +90,17 @@ class TaskAnswer:
             last_chunk=last.is_complete,
         )
 
-    async def _one(self, event: Any) -> None:
-        kind = type(event)
-        if kind is TextBlockEvent:
+    async def _one(self, event: ResponseEvent) -> None:
+        if type(event) is TextBlockEvent:
             if event.event_name == names.FINAL_RESPONSE and event.content:
                 self.answered = True
             await self._artifact(event, new_text_part(event.content))
-        elif kind is DocumentEvent:
+        elif type(event) is DocumentEvent:
             if event.event_name in PAUSE_KINDS:
                 self.pause = event  # the run ends after it: the status says it at the end
                 return
             await self._artifact(event, new_data_part(_plain(event.content)))
-        elif kind is ErrorEvent:
+        elif type(event) is ErrorEvent:
             error: ErrorContent = event.content
             self.error = self.error or error
             content = {"error_message": error.error_message, "error_code": error.error_code, "details": error.details}
@@ -111,10 +111,10 @@ class TaskAnswer:
                 metadata=_metadata(ERROR_ARTIFACT, event.source),
                 last_chunk=True,
             )
-        elif kind is DoneEvent:
+        elif type(event) is DoneEvent:
             self.ended = True
 
-    async def _artifact(self, event: Any, part: Part) -> None:
+    async def _artifact(self, event: TextBlockEvent | DocumentEvent, part: Part) -> None:
         await self.updater.add_artifact(
             [part],
             artifact_id=str(event.id),

@@ -19,6 +19,7 @@ from typing import Any
 from a2a.auth.user import User
 from a2a.server.cluster import ConcurrentTaskModificationError, StoredTask, TaskVersion, VersionedTaskStore
 from a2a.server.context import ServerCallContext
+from a2a.server.events import Event
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task, TaskState
 from a2a.utils.proto_utils import to_stream_response
@@ -205,7 +206,7 @@ class RedisTaskStore(VersionedTaskStore):
         self,
         task: Task,
         *,
-        event: Any,
+        event: Event | None,
         prev: Task | None,
         prev_version: TaskVersion,
         context: ServerCallContext,

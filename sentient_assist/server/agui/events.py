@@ -60,6 +60,7 @@ from sentient_assist.protocol.events import (
     DoneEvent,
     ErrorContent,
     ErrorEvent,
+    ResponseEvent,
     TextBlockEvent,
     TextChunkEvent,
     dumps_json,
@@ -124,24 +125,23 @@ class AguiWriter:
             RunStartedEvent(thread_id=self.thread_id, run_id=self.run_id, protocol_version=PROTOCOL_VERSION)
         )
 
-    def read(self, event: Any) -> bytes:
-        kind = type(event)
-        if kind is TextChunkEvent:
+    def read(self, event: ResponseEvent) -> bytes:
+        if type(event) is TextChunkEvent:
             return self._chunk(event)
-        if kind is TextBlockEvent:
+        if type(event) is TextBlockEvent:
             return self._block(event)
-        if kind is DocumentEvent:
+        if type(event) is DocumentEvent:
             return self._document(event)
-        if kind is ErrorEvent:
+        if type(event) is ErrorEvent:
             if self._failure is None:
                 self._failure = event.content
                 return b""
             return self._bytes(CustomEvent(name=ERROR_EVENT, value=_error_value(event.content)))
-        if kind is DoneEvent:
+        if type(event) is DoneEvent:
             return self._end()
         return b""
 
-    def _metadata(self, event: Any) -> dict[str, Any] | None:
+    def _metadata(self, event: TextChunkEvent | TextBlockEvent) -> dict[str, Any] | None:
         """What a message's start says of where it came from, when it is not the plain answer."""
         metadata: dict[str, Any] = {}
         if event.event_name not in (names.FINAL_RESPONSE, names.THINKING):
@@ -175,7 +175,7 @@ class AguiWriter:
             out.append(self._content(thinking, message_id, event.content))
         return self._bytes(*out, *self._closing(thinking, message_id))
 
-    def _opening(self, thinking: bool, message_id: str, event: Any) -> list[BaseEvent]:
+    def _opening(self, thinking: bool, message_id: str, event: TextChunkEvent | TextBlockEvent) -> list[BaseEvent]:
         metadata = self._metadata(event)
         if thinking:
             return [
@@ -377,7 +377,7 @@ def _scrubbed(value: Any) -> Any:
     return value
 
 
-def _id(event: Any) -> str:
+def _id(event: ResponseEvent) -> str:
     """An event's id (a ULID, given as it is sent): the id of the message it opens."""
     return str(event.id)
 
@@ -406,7 +406,7 @@ class AguiHook(ChannelHook[bytes]):
         started = writer.started()
         channel.put_nowait(started, len(started))  # before the agent runs: the client knows it has begun
 
-    def encode(self, event: Any) -> bytes:
+    def encode(self, event: ResponseEvent) -> bytes:
         return self._writer.read(event)
 
     def size(self, item: bytes) -> int:

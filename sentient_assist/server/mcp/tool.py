@@ -34,6 +34,7 @@ from sentient_assist.protocol.events import (
     DoneEvent,
     ErrorContent,
     ErrorEvent,
+    ResponseEvent,
     TextBlockEvent,
     TextChunkEvent,
     dumps_json,
@@ -259,9 +260,8 @@ class ToolAnswer:
         self.too_long = False
         self.ended = False
 
-    def read(self, event: Any) -> Note | None:
-        kind = type(event)
-        if kind is TextChunkEvent or kind is TextBlockEvent:
+    def read(self, event: ResponseEvent) -> Note | None:
+        if type(event) is TextChunkEvent or type(event) is TextBlockEvent:
             text: str = event.content
             name: str = event.event_name
             if not text:
@@ -271,13 +271,13 @@ class ToolAnswer:
                     self._held.clear()  # no longer the answer
                 self._keep(self._answer, text)
             elif name != names.THINKING and not self._answer:
-                source = event.stream_id if kind is TextChunkEvent else object()
+                source = event.stream_id if type(event) is TextChunkEvent else object()
                 if self._held and source != self._held_from:
                     text = PARAGRAPH + text
                 self._keep(self._held, text)
                 self._held_from = source
             return name, event.content
-        if kind is DocumentEvent:
+        if type(event) is DocumentEvent:
             name = event.event_name
             content: dict[str, Any] = event.content
             if name == names.ASK_USER or name == names.INTERRUPT:
@@ -288,11 +288,11 @@ class ToolAnswer:
             if self._count(len(document)):
                 self._documents.append({"name": name, "content": json.loads(document)})
             return name, ""
-        if kind is ErrorEvent:
+        if type(event) is ErrorEvent:
             error: ErrorContent = event.content
             self._error = self._error or error
             return "error", error.error_message
-        if kind is DoneEvent:
+        if type(event) is DoneEvent:
             self.ended = True
         return None
 
@@ -397,7 +397,7 @@ class AnswerHook(ChannelHook[Note | None]):
         super().__init__(channel, stats)
         self._answer = answer
 
-    def encode(self, event: Any) -> Note | None:
+    def encode(self, event: ResponseEvent) -> Note | None:
         return self._answer.read(event)
 
     def size(self, item: Note | None) -> int:

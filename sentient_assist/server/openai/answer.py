@@ -29,6 +29,7 @@ from sentient_assist.protocol.events import (
     DoneEvent,
     ErrorContent,
     ErrorEvent,
+    ResponseEvent,
     TextBlockEvent,
     TextChunkEvent,
     dumps_json,
@@ -103,9 +104,8 @@ class AnswerReader:
         self._held_chars = 0
         self._held_over = False  # some held text was left out: past MAX_KEPT_CHARS
 
-    def read(self, event: Any) -> bytes:
-        kind = type(event)
-        if kind is TextChunkEvent or kind is TextBlockEvent:
+    def read(self, event: ResponseEvent) -> bytes:
+        if type(event) is TextChunkEvent or type(event) is TextBlockEvent:
             text: str = event.content
             if not text:
                 return b""  # the end of a stream
@@ -118,18 +118,18 @@ class AnswerReader:
             if name == names.THINKING:
                 return self.reasoning(text)
             if not self._answered:
-                self._hold(text, event.stream_id if kind is TextChunkEvent else object())
+                self._hold(text, event.stream_id if type(event) is TextChunkEvent else object())
             return b""
-        if kind is DocumentEvent:
+        if type(event) is DocumentEvent:
             name = event.event_name
             if name == names.USAGE:
                 self._add_usage(event.content)
             elif name == names.ASK_USER or name == names.INTERRUPT:
                 return self._say(self._held_text() + _pause_text(name, event.content)) + self._held_left_out()
             return b""
-        if kind is ErrorEvent:
+        if type(event) is ErrorEvent:
             return self.error(event.content)
-        if kind is DoneEvent:
+        if type(event) is DoneEvent:
             held = self._held_text()
             return (self._say(held) if held else b"") + self._held_left_out() + self.end()
         return b""
@@ -231,7 +231,7 @@ class ChunkWriter(AnswerReader):
         self._tail = '},"logprobs":null,"finish_reason":null}]}\n\n'
         self._started = False
 
-    def read(self, event: Any) -> bytes:
+    def read(self, event: ResponseEvent) -> bytes:
         frames = super().read(event)
         if self._started:
             return frames
@@ -322,7 +322,7 @@ class AnswerHook(ChannelHook[bytes]):
         super().__init__(channel, stats)
         self._reader = reader
 
-    def encode(self, event: Any) -> bytes:
+    def encode(self, event: ResponseEvent) -> bytes:
         return self._reader.read(event)
 
     def size(self, item: bytes) -> int:

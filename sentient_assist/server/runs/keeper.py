@@ -20,9 +20,9 @@ import hmac
 import logging
 import secrets
 from collections.abc import Callable
-from typing import Any
+from typing import cast
 
-from sentient_assist.protocol.events import DoneEvent, ErrorContent
+from sentient_assist.protocol.events import DoneEvent, ErrorContent, ResponseEvent
 from sentient_assist.protocol.request import Query
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.channel import Channel
@@ -82,18 +82,18 @@ class ResumableHook(ChannelHook[Item]):
         self._bytes = 0
         self._past_bound = past_bound
 
-    async def emit(self, event: Any) -> None:
+    async def emit(self, event: ResponseEvent) -> None:
         if self._events >= self._max_events:
             self._past_bound("ASSIST_RUN_MAX_EVENTS", self._max_events, "events")
         elif self._bytes >= self._max_bytes:
             self._past_bound("ASSIST_RUN_MAX_BYTES", self._max_bytes, "bytes")
         await super().emit(event)  # once the run is ended: ResponseStreamClosedError, as after complete()
 
-    def encode(self, event: Any) -> Item:
-        frame: bytes = event.sse_frame()
+    def encode(self, event: ResponseEvent) -> Item:
+        frame = event.sse_frame()
         self._events += 1
         self._bytes += len(frame)
-        return (event.id, frame, type(event) is DoneEvent)
+        return (cast(str, event.id), frame, type(event) is DoneEvent)  # emit() gave it its id
 
     def size(self, item: Item) -> int:
         return len(item[1])
