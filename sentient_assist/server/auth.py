@@ -11,7 +11,6 @@ import hmac
 
 from fastapi import HTTPException, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from fastapi.security.utils import get_authorization_scheme_param
 
 # The scheme as OpenAPI shows it (the /docs page's Authorize button). It only reads the
 # header; BearerKeys decides.
@@ -38,7 +37,8 @@ class BearerKeys:
         """Pass when no keys are configured or the `Authorization` header holds one; else 401."""
         if not self._digests:
             return
-        scheme, token = get_authorization_scheme_param(authorization)
+        scheme, _, token = (authorization or "").partition(" ")
+        token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise HTTPException(
                 401, "an API key is required: send Authorization: Bearer <key>", {"WWW-Authenticate": "Bearer"}

@@ -27,14 +27,21 @@ The limits are the Settings of the app the server serves (`create_app`'s `app.st
 found through uvicorn's `config.loaded_app` and the middleware around it), so that each server
 keeps its own app's, in the process that built the app (--workers and --reload children too).
 An app that holds no Settings (one of your own, with add_routes) gets the environment's.
+
+This is the one module that reads uvicorn's internals: its httptools protocol (subclassed
+here), its `ServerState`, `Config.loaded_app`, and its Server as the SIGTERM handler
+(`uvicorn_is_exiting`). pyproject.toml bounds uvicorn below its next minor version, and
+tests/server/test_framework_internals.py fails, naming uvicorn's version, when one changes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 from typing import Any, NamedTuple
 
+from uvicorn import Server
 from uvicorn.config import Config
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
@@ -114,6 +121,19 @@ def _connections_the_descriptors_allow(max_connections: int) -> int:
         allowed,
     )
     return allowed
+
+
+def uvicorn_is_exiting() -> bool:
+    """Whether the uvicorn Server serving this process has been told to exit (SIGTERM, SIGINT).
+    False under another server.
+
+    uvicorn offers no public way to learn it before the lifespan's shutdown, which comes only
+    once the connections are done. Its Server installs its bound `handle_exit` as the SIGTERM
+    handler (with signal.signal, in every process it serves from, workers included), and that
+    sets the Server's `should_exit`.
+    """
+    server = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+    return isinstance(server, Server) and server.should_exit
 
 
 def settings_of(app: object) -> Settings | None:

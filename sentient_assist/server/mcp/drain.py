@@ -9,6 +9,10 @@ the service. Ours end when their runs do: at the latest when the grace has passe
 result, sent within the write grace. Then `AppStatus.should_exit` is set, as sse-starlette asks
 of whoever turns the switch, for any other stream of sse-starlette's in the process (a user's
 own route; an A2A stream, whose own grace then starts, bounded by its route's time limit).
+
+This is the one module that touches `AppStatus`, which sse-starlette does not export: the mcp
+extra bounds sse-starlette below its next minor version, and tests/server/test_framework_internals.py
+fails, naming its version, when what is used here changes.
 """
 
 from __future__ import annotations
