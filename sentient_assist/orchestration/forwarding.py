@@ -9,6 +9,7 @@ cancelled) are closed, so every text stream still ends with its last chunk.
 from __future__ import annotations
 
 import dataclasses
+
 from sentient_assist.protocol.events import ResponseEvent, TextChunkEvent
 from sentient_assist.runtime.response_handler import ResponseHandler
 

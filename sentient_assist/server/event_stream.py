@@ -117,8 +117,7 @@ class EventStream(Response):
         make_hook: Callable[[Channel[bytes], RunStats], ChannelHook[bytes]] = SseHook,
         sealer: PauseSealer | None = None,
     ) -> None:
-        self.status_code = 200
-        self.background = None
+        super().__init__()  # Response's own start (status 200, no body); the headers are the stream's
         self.raw_headers = list(SSE_HEADERS)
         self._agent = agent
         self._session: Session | None = session

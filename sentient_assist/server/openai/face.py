@@ -248,8 +248,7 @@ class CompletionResponse(Response):
         completion: Completion,
         sealer: PauseSealer | None = None,
     ) -> None:
-        self.status_code = 200
-        self.background = None
+        super().__init__()  # Response's own start (status 200, no body); the headers are the stream's
         self.raw_headers = []
         self._agent = agent
         self._session: Session | None = session

@@ -90,8 +90,7 @@ class ResumableEventStream(Response):
         sealer: PauseSealer | None,
         authorization: str | None,
     ) -> None:
-        self.status_code = 200
-        self.background = None
+        super().__init__()  # Response's own start (status 200, no body); the headers are the stream's
         self.raw_headers = list(SSE_HEADERS)
         self._runs = runs
         self._start: Callable[[], tuple[KeptRun, Run[Item]]] | None = lambda: runs.begin(
@@ -171,8 +170,7 @@ class ResumedStream(Response):
         on_end: Callable[[], Any],
         kept: KeptRun | None = None,
     ) -> None:
-        self.status_code = 200
-        self.background = None
+        super().__init__()  # Response's own start (status 200, no body); the headers are the stream's
         self.raw_headers = [*SSE_HEADERS, (RUN_HEADER_BYTES, handle.encode())]
         self._runs = runs
         self._source = source
