@@ -35,7 +35,7 @@ from sentient_assist.protocol.history import messages_from
 from sentient_assist.protocol.request import Query
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.capability import CapabilityConfig
-from sentient_assist.runtime.errors import ModelProviderError, UsageLimitExceeded
+from sentient_assist.runtime.errors import AgentRunError, ModelProviderError, UsageLimitExceeded
 from sentient_assist.runtime.request_context import current_request_id
 from sentient_assist.runtime.response_handler import ResponseHandler
 from sentient_assist.runtime.session import Session
@@ -162,7 +162,7 @@ class LLMAgent(AbstractAgent):
 
     async def _loop(
         self, messages: list[ChatMessage], handler: ResponseHandler, streams: ReplyStreams, held: list[ToolCallRequest]
-    ) -> tuple[TokenUsage, ModelProviderError | None]:
+    ) -> tuple[TokenUsage, AgentRunError | None]:
         """The run's replies and tool rounds: what they used, and what stopped them early, if
         anything; a call that needs the person (ask_user, or a tool waiting for approval) goes
         in `held`, and stops them too."""

@@ -10,7 +10,7 @@ from sentient_assist.llm.messages import ChatMessage, ReasoningDelta, TextDelta,
 from sentient_assist.llm.model import ChatModel, ModelSettings
 from sentient_assist.protocol import conventions as names
 from sentient_assist.protocol.conventions import TokenUsage
-from sentient_assist.runtime.errors import ModelProviderError
+from sentient_assist.runtime.errors import AgentRunError
 from sentient_assist.runtime.response_handler import ResponseHandler
 from sentient_assist.runtime.text_stream import StreamEventEmitter
 
@@ -94,7 +94,7 @@ async def stream_reply(
 
 
 async def finish_run(
-    handler: ResponseHandler, streams: ReplyStreams, usage: TokenUsage, failure: ModelProviderError | None
+    handler: ResponseHandler, streams: ReplyStreams, usage: TokenUsage, failure: AgentRunError | None
 ) -> None:
     """End a run of model replies, however it went: its text streams first, each once; then what
     went wrong, if anything; then the bill (USAGE); then `done`."""

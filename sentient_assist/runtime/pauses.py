@@ -43,6 +43,7 @@ from cryptography.fernet import Fernet, InvalidToken
 
 from sentient_assist.protocol import conventions as names
 from sentient_assist.protocol.events import DocumentEvent
+from sentient_assist.runtime.errors import PauseRefused as PauseRefused  # raised here, defined with the others
 from sentient_assist.runtime.session import Session
 
 DEFAULT_TTL = 86_400.0  # a day to answer
@@ -58,15 +59,6 @@ PauseKind = Literal["ask_user", "interrupt"]
 
 
 ALREADY_ANSWERED = "This pause was already answered: a pause is answered once. Ask again."
-
-
-class PauseRefused(Exception):
-    """A resume whose token this service cannot honour; the message says why, for the client,
-    and `status` is the error's code: 400, or 409 for a pause already answered."""
-
-    def __init__(self, message: str, *, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def new_pause_id() -> str:

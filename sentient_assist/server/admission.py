@@ -29,6 +29,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from sentient_assist.protocol.history import collector_paused
+from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.run import Run, RunStats
 from sentient_assist.server.event_stream import abort_connection
 from sentient_assist.server.limits import CLIENT_CLOSED_REQUEST, StreamGate
@@ -111,9 +112,11 @@ class KeyedRoute(APIRoute):
                 return await handler(request)
             except Exception as refused:  # the face's own input error, FastAPI's, a dependency's
                 answer = face.refusal(refused)
-                if answer is None:
-                    raise
-                return answer
+                if answer is not None:
+                    return answer
+                if isinstance(refused, InputError):  # answered by the app's handlers: {"detail": "field: reason"}
+                    raise HTTPException(refused.status, refused.message) from None
+                raise
 
         return answer_refusals_in_the_face_shape
 

@@ -48,7 +48,8 @@ class Face:
     def refusal(self, refused: Exception) -> Response | None:
         """`refused` (an HTTPException of admission, FastAPI's validation error, the face's own
         input error, a dependency's refusal) in the protocol's shape; None: the app's exception
-        handlers answer it, as for any route."""
+        handlers answer it, as for any route (an InputError as an HTTPException of its status,
+        `{"detail": "field: reason"}`)."""
         return None
 
     def method_not_allowed(self, allowed: set[str]) -> Response | None:

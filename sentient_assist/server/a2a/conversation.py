@@ -25,6 +25,7 @@ from sentient_assist.protocol.request import (
     MAX_INTERACTIONS,
     SessionObject,
 )
+from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.pauses import PAUSE_EVENT_NAMES, PauseKind
 from sentient_assist.runtime.session import Session
 from sentient_assist.server.chat_turns import chat_history
@@ -33,17 +34,13 @@ from sentient_assist.server.chat_turns import chat_history
 METADATA_KEY = "sentient_assist"
 
 
-class ConversationError(ValueError):
-    """A message this face cannot take; the text names the field, for the client to fix."""
-
-
 def prompt_of(message: Message | None) -> str:
     """The text of a user message: its text parts, joined with newlines."""
     if message is None:
-        raise ConversationError("message: required")
+        raise InputError("message", "required")
     text = get_message_text(message)
     if not text and not any(part.HasField("data") for part in message.parts):
-        raise ConversationError("message.parts: a text part is required (what to ask the agent)")
+        raise InputError("message.parts", "a text part is required (what to ask the agent)")
     if not text:
         # A data part alone: its JSON is the prompt, as an agent reads a structured request.
         text = "\n".join(_json(MessageToDict(part)["data"]) for part in message.parts if part.HasField("data"))
@@ -75,7 +72,7 @@ def session_of(
     """The session of a task's next message: the turns of the context's `earlier` tasks (each
     answered by its FINAL_RESPONSE artifacts), then the task's own, the last one holding the
     pause the task waits at, if it waits at one. Its text is at most `max_bytes` (the body
-    limit: what an /assist request's history could hold), else ConversationError. Its history
+    limit: what an /assist request's history could hold), else InputError. Its history
     is given to `hold` (the service's `HistoryBudget.hold`, which may refuse it)."""
     turns: list[tuple[str, list[str]]] = []
     for done in earlier:
@@ -88,13 +85,14 @@ def session_of(
     if not turns:
         return Session.new(agent_name)
     if len(turns) >= MAX_INTERACTIONS:
-        raise ConversationError(f"message.task_id: the task has {len(turns)} turns, the most one task takes")
+        raise InputError("message.task_id", f"the task has {len(turns)} turns, the most one task takes")
     if max_bytes is not None:
         size = sum(len(prompt) + sum(len(answer) for answer in answers) for prompt, answers in turns)
         if size > max_bytes:
-            raise ConversationError(
-                f"message.contextId: the conversation so far (this task and its context's earlier ones) holds "
-                f"{size} characters, more than ASSIST_MAX_BODY_BYTES ({max_bytes}): start a new context"
+            raise InputError(
+                "message.contextId",
+                f"the conversation so far (this task and its context's earlier ones) holds "
+                f"{size} characters, more than ASSIST_MAX_BODY_BYTES ({max_bytes}): start a new context",
             )
     pause = pause_of(task.status.message) if task is not None and task.status.HasField("message") else None
     # Kept compact, as the other faces' histories are: the turns' models are built if the agent

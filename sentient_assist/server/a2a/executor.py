@@ -26,12 +26,12 @@ from fastapi import HTTPException
 from ulid import ULID
 
 from sentient_assist.protocol.request import Query
+from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.run import Run, RunOutcome, RunStats
 from sentient_assist.server import metrics
 from sentient_assist.server.a2a.answer import TaskAnswer
 from sentient_assist.server.a2a.conversation import (
     METADATA_KEY,
-    ConversationError,
     earlier_of,
     prompt_of,
     session_of,
@@ -79,10 +79,10 @@ class AgentRunExecutor(AgentExecutor):
             session = session_of(
                 current, agent.name, earlier, max_bytes=service.max_body_bytes, hold=service.histories.hold
             )
-        except (ConversationError, HTTPException) as refused:
+        except (InputError, HTTPException) as refused:
             # A2A has no refusal that leaves a task as it was: the message is rejected, its reason
             # the text (a field to fix, or ASSIST_MAX_HISTORY_BYTES_TOTAL reached: retry shortly).
-            reason = str(refused.detail if isinstance(refused, HTTPException) else refused)
+            reason = refused.message if isinstance(refused, InputError) else str(refused.detail)
             await updater.reject(updater.new_agent_message([new_text_part(reason)]))
             return
         state = context.call_context.state

@@ -24,9 +24,10 @@ from ag_ui.core import RunAgentInput
 from fastapi import APIRouter, Request
 
 from sentient_assist.protocol.request import MAX_NAME_LENGTH
+from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.pauses import PauseRefused, claim
 from sentient_assist.server.agui.events import AguiHook, AguiWriter
-from sentient_assist.server.agui.request import bad_input, conversation_of, hold_run_input
+from sentient_assist.server.agui.request import conversation_of, hold_run_input
 from sentient_assist.server.agui.tools import served_agent
 from sentient_assist.server.assist import RESPONSES as ASSIST_RESPONSES
 from sentient_assist.server.event_stream import MEDIA_TYPE, EventStream
@@ -85,7 +86,7 @@ class AguiFace(Face):
         # Echoed in RUN_STARTED and RUN_FINISHED: names, not texts.
         for param, value in (("threadId", body.thread_id), ("runId", body.run_id)):
             if len(value) > MAX_NAME_LENGTH:
-                raise bad_input(param, f"at most {MAX_NAME_LENGTH} characters")
+                raise InputError(param, f"at most {MAX_NAME_LENGTH} characters")
         sealer = self.service.sealer
         conversation = conversation_of(body, self.agent.name, sealer, self.service.histories)
         agent = served_agent(self.agent, body, conversation.answers)
@@ -95,7 +96,7 @@ class AguiFace(Face):
             try:
                 session.resumed = await claim(session.resumed, sealer)
             except PauseRefused as refused:
-                raise bad_input(conversation.pause_param or "resume", str(refused), refused.status) from None
+                raise InputError(conversation.pause_param or "resume", str(refused), status=refused.status) from None
         hold_run_input(body)  # for run_input(), in the run's task (it copies this context)
         writer = AguiWriter(
             body.thread_id,

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import AssistantMessage, RunAgentInput, ToolMessage, UserMessage
-from fastapi import HTTPException
 from ulid import ULID
 
 from sentient_assist.llm.tools import ToolOutcome
@@ -34,6 +33,7 @@ from sentient_assist.protocol.request import (
     Query,
     SessionObject,
 )
+from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.pauses import PauseKind, PauseRefused, PauseSealer, resumption_of
 from sentient_assist.runtime.session import Session
 from sentient_assist.server.agui.pauses import APPROVED, answer_text, pause_of
@@ -54,11 +54,6 @@ def run_input() -> RunAgentInput | None:
     return _RUN_INPUT.get()
 
 
-def bad_input(param: str, message: str, status: int = 400) -> HTTPException:
-    """A refusal of the input, naming the field (as FastAPI's 422 names one: `detail`)."""
-    return HTTPException(status, f"{param}: {message}")
-
-
 @dataclass(frozen=True)
 class AguiConversation:
     """What a run of /agui answers: the query, its session (a pause it resumes checked), the
@@ -73,11 +68,11 @@ class AguiConversation:
 def conversation_of(
     body: RunAgentInput, agent_name: str, sealer: PauseSealer, budget: HistoryBudget
 ) -> AguiConversation:
-    """The query and session an agent answers for this input; HTTPException (400) naming what
-    cannot be, a pause's token that `sealer` does not hold among them (before the agent runs)."""
+    """The query and session an agent answers for this input; InputError naming what cannot be,
+    a pause's token that `sealer` does not hold among them (before the agent runs)."""
     messages = body.messages
     if len(messages) > MAX_MESSAGES:
-        raise bad_input("messages", f"at most {MAX_MESSAGES} messages are read")
+        raise InputError("messages", f"at most {MAX_MESSAGES} messages are read")
     last = len(messages) - 1
     turns: list[tuple[list[str], list[str]]] = []  # (the user's parts, the answers' texts)
     for index, message in enumerate(messages):
@@ -87,20 +82,20 @@ def conversation_of(
             turns[-1][1].append(message.content)
         # system, developer, tool, reasoning and activity messages are not a turn's text
     if not turns:
-        raise bad_input("messages", "no user message: a run answers the user's last message")
+        raise InputError("messages", "no user message: a run answers the user's last message")
     if len(turns) - 1 > MAX_INTERACTIONS:
-        raise bad_input("messages", f"at most {MAX_INTERACTIONS} earlier user messages are read")
+        raise InputError("messages", f"at most {MAX_INTERACTIONS} earlier user messages are read")
     pause: tuple[PauseKind, str] | None = None
     answers: dict[str, ToolOutcome] = {}
     if body.resume:
         # Answering the interrupt that ended the last run: the last user turn is the one paused.
         if len(body.resume) > 1:
-            raise bad_input("resume", "one interrupt is answered at a time (a run here ends with one)")
+            raise InputError("resume", "one interrupt is answered at a time (a run here ends with one)")
         entry = body.resume[0]
         pause = pause_of(entry.interrupt_id)
         pause_param = "resume[0].interruptId"
         if pause is None:
-            raise bad_input(pause_param, "not an interrupt this service made")
+            raise InputError(pause_param, "not an interrupt this service made")
         prompt = answer_text(entry.payload, cancelled=entry.status == "cancelled")
         past = turns
     elif isinstance(messages[last], ToolMessage):
@@ -113,7 +108,7 @@ def conversation_of(
         prompt = "\n".join(turns[-1][0])
         past = turns[:-1]
     else:
-        raise bad_input(f"messages[{last}].role", "the last message must be the user's, or a tool's answer")
+        raise InputError(f"messages[{last}].role", "the last message must be the user's, or a tool's answer")
     # The past turns kept compact (protocol/history.py): their models are built if the agent reads them.
     records: list[list[Any]] = [[parts, texts, None] for parts, texts in past]
     if pause is not None:
@@ -128,7 +123,7 @@ def conversation_of(
         try:
             session.resumed = resumption_of(session, prompt, sealer)
         except PauseRefused as refused:
-            raise bad_input(pause_param, str(refused), refused.status) from None
+            raise InputError(pause_param, str(refused), status=refused.status) from None
     return AguiConversation(query, session, answers, pause_param)
 
 
@@ -156,10 +151,10 @@ def _client_tool_answers(body: RunAgentInput) -> tuple[tuple[PauseKind, str], di
                 param = f"messages[{index}].toolCalls[{position}].encryptedValue"
                 pause = pause_of(call.encrypted_value)
                 if pause is None:
-                    raise bad_input(param, "not a call this service made")
+                    raise InputError(param, "not a call this service made")
                 return pause, answered, param
         break
-    raise bad_input(
+    raise InputError(
         f"messages[{len(messages) - 1}]",
         "a tool message answers a call of a client's tool this agent made (the call, with its "
         "encryptedValue, in the assistant message before it); ask with a user message instead",
@@ -172,13 +167,13 @@ def _parts(content: Any, index: int, *, is_query: bool = False) -> list[str]:
     if isinstance(content, str):
         return [content]
     if len(content) > MAX_PARTS:
-        raise bad_input(f"messages[{index}].content", f"at most {MAX_PARTS} parts")
+        raise InputError(f"messages[{index}].content", f"at most {MAX_PARTS} parts")
     texts: list[str] = []
     for position, part in enumerate(content):
         if part.type == "text":
             texts.append(part.text)
         elif is_query:
-            raise bad_input(
+            raise InputError(
                 f"messages[{index}].content[{position}].type", "only text parts are read (the agent reads text)"
             )
         else:

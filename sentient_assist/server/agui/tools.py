@@ -27,7 +27,7 @@ from sentient_assist.llm.output import OUTPUT_TOOL
 from sentient_assist.llm.tools import Tool, ToolBox, ToolOutcome, Toolset
 from sentient_assist.protocol.events import dumps_json
 from sentient_assist.runtime.agent import AbstractAgent
-from sentient_assist.server.agui.request import bad_input
+from sentient_assist.runtime.errors import InputError
 
 MAX_TOOLS = 128  # a model takes about as many (OpenAI's API: 128)
 NOT_ANSWERED = "the client did not answer this call"
@@ -87,11 +87,11 @@ class WithClientTools(ToolBox):
 
 def served_agent(agent: AbstractAgent, body: RunAgentInput, answers: Mapping[str, ToolOutcome]) -> AbstractAgent:
     """The agent that answers this input: `agent` itself, or, for an LLMAgent given tools,
-    context or state, a copy of it that has them for this run; HTTPException (400) naming a
-    tool that cannot be one."""
+    context or state, a copy of it that has them for this run; InputError naming a tool that
+    cannot be one."""
     offered = body.tools or []
     if len(offered) > MAX_TOOLS:
-        raise bad_input("tools", f"at most {MAX_TOOLS} tools")
+        raise InputError("tools", f"at most {MAX_TOOLS} tools")
     if not isinstance(agent, LLMAgent):
         return agent  # its run finds the input in run_input()
     reserved = {ASK_TOOL, OUTPUT_TOOL}
@@ -99,11 +99,11 @@ def served_agent(agent: AbstractAgent, body: RunAgentInput, answers: Mapping[str
     for index, tool in enumerate(offered):
         if not tool.name or tool.name in reserved or tool.name in agent.tools or tool.name in client:
             # The name is not repeated: it is the client's, of any length.
-            raise bad_input(
+            raise InputError(
                 f"tools[{index}].name", "empty, or the name of another tool of this agent (or of the input)"
             )
         if tool.parameters is not None and not isinstance(tool.parameters, dict):
-            raise bad_input(f"tools[{index}].parameters", "a tool's parameters are a JSON Schema object")
+            raise InputError(f"tools[{index}].parameters", "a tool's parameters are a JSON Schema object")
         client[tool.name] = ClientTool(tool, answers)
     told = _told(body)
     if not client and not told:

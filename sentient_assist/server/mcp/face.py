@@ -45,6 +45,7 @@ from starlette.datastructures import Headers
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.run import Run, RunOutcome
 from sentient_assist.server import metrics
 from sentient_assist.server.admission import WRITE_GRACE_SECONDS, Replayed
@@ -56,7 +57,6 @@ from sentient_assist.server.mcp.tool import (
     AnswerHook,
     ToolAnswer,
     ToolCall,
-    ToolInputError,
     agent_tool,
     merged,
     progress_message,
@@ -170,8 +170,8 @@ class MCPFace(Face):
         try:
             call = ToolCall(params.arguments, agent.name)
             self.service.histories.hold(call.history)  # ASSIST_MAX_HISTORY_BYTES_TOTAL, as /assist's
-        except ToolInputError as bad:
-            return refusal(str(bad))
+        except InputError as bad:
+            return refusal(bad.message, bad.status)
         except HTTPException as refused:
             return refusal(str(refused.detail), refused.status_code)
         stats = self.run_stats(request)

@@ -46,6 +46,7 @@ from sentient_assist.protocol.request import (
 )
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.channel import Channel
+from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.pauses import MAX_TOKEN_CHARS, PauseKind
 from sentient_assist.runtime.run import ChannelHook, RunStats
 from sentient_assist.runtime.session import Session
@@ -152,10 +153,6 @@ def agent_tool(agent: AbstractAgent) -> types.Tool:
     )
 
 
-class ToolInputError(ValueError):
-    """Arguments the tool cannot take; the message names the argument, for the caller to fix."""
-
-
 class ToolCall:
     """A call's arguments, read: the agent's query and session, and the conversation's prompts
     (those of its history, then the query's), which a pause of this run is bound to."""
@@ -166,12 +163,12 @@ class ToolCall:
         arguments = arguments or {}
         prompt = arguments.get("prompt")
         if not isinstance(prompt, str):
-            raise ToolInputError("prompt: a string is required: what to ask the agent")
+            raise InputError("prompt", "a string is required: what to ask the agent")
         token = arguments.get("resume_token")
         records: list[tuple[list[str], list[str], tuple[PauseKind, str] | None]]
         if token is not None and token != "":
             if not isinstance(token, str):
-                raise ToolInputError("resume_token: a string, as the question's result gave it")
+                raise InputError("resume_token", "a string, as the question's result gave it")
             kind, sealed, prompts = unpack_resume_token(token)
             records = [([asked], [], None) for asked in prompts[:-1]]
             records.append(([prompts[-1]], [], (kind, sealed)))
@@ -190,17 +187,17 @@ def _history(value: Any) -> list[tuple[str, str]]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise ToolInputError("history: a list of earlier turns, each {prompt, answer}")
+        raise InputError("history", "a list of earlier turns, each {prompt, answer}")
     if len(value) > MAX_INTERACTIONS:
-        raise ToolInputError(f"history: at most {MAX_INTERACTIONS} turns")
+        raise InputError("history", f"at most {MAX_INTERACTIONS} turns")
     turns = []
     for index, turn in enumerate(value):
         asked = turn.get("prompt") if isinstance(turn, dict) else None
         answer = turn.get("answer", "") if isinstance(turn, dict) else None
         if not isinstance(asked, str):
-            raise ToolInputError(f"history[{index}].prompt: a string is required")
+            raise InputError(f"history[{index}].prompt", "a string is required")
         if not isinstance(answer, str):
-            raise ToolInputError(f"history[{index}].answer: a string, or none")
+            raise InputError(f"history[{index}].answer", "a string, or none")
         turns.append((asked, answer))
     return turns
 
@@ -213,9 +210,9 @@ def pack_resume_token(kind: PauseKind, sealed: str, prompts: list[str]) -> str:
 
 
 def unpack_resume_token(token: str) -> tuple[PauseKind, str, list[str]]:
-    """The pause's kind, its sealed token and its conversation's prompts; ToolInputError when
+    """The pause's kind, its sealed token and its conversation's prompts; InputError when
     `token` is not in the form this face gives (whether it holds is the run's to check)."""
-    refused = ToolInputError("resume_token: not one this agent gave; give the question's resume_token as it was")
+    refused = InputError("resume_token", "not one this agent gave; give the question's resume_token as it was")
     parts = token.split(".")
     if len(parts) != 3 or parts[0] not in _KINDS or not _SEALED.fullmatch(parts[1]):
         raise refused

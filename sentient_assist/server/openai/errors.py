@@ -15,10 +15,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from sentient_assist.runtime.errors import InputError
 from sentient_assist.server.validation import validation_detail
 
 # The codes OpenAI's own API gives these; clients (and their users) recognise them.
 INVALID_API_KEY = "invalid_api_key"
+INVALID_VALUE = "invalid_value"
 MODEL_NOT_FOUND = "model_not_found"
 UNKNOWN_URL = "unknown_url"
 _RETRY_AFTER_SECONDS = "1"
@@ -35,17 +37,6 @@ class JSONAnswer(JSONResponse):
 
     def render(self, content: Any) -> bytes:
         return _dumps(content).encode("utf-8", "replace")
-
-
-class ChatRequestError(Exception):
-    """A chat request this service cannot answer: 400 (or `status`), naming the field (`param`)."""
-
-    def __init__(self, message: str, param: str | None, *, status: int = 400, code: str = "invalid_value") -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        self.status = status
-        self.code = code
 
 
 def error_type(status: int) -> str:
@@ -109,8 +100,10 @@ def method_not_allowed(allowed: set[str]) -> JSONResponse:
     )
 
 
-def from_chat_request_error(exc: ChatRequestError) -> JSONResponse:
-    return error_response(exc.message, exc.status, param=exc.param, code=exc.code)
+def from_input_error(exc: InputError) -> JSONResponse:
+    """A chat request this service cannot answer: its field is the error's `param`; without a code
+    of its own, OpenAI's for a bad value."""
+    return error_response(exc.message, exc.status, param=exc.field, code=exc.code or INVALID_VALUE)
 
 
 def from_validation_error(exc: RequestValidationError) -> JSONResponse:

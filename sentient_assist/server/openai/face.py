@@ -51,6 +51,7 @@ from ulid import ULID
 
 from sentient_assist.protocol.request import Query
 from sentient_assist.runtime.agent import AbstractAgent
+from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.pauses import PauseRefused, PauseSealer, Resumption, claim
 from sentient_assist.runtime.run import Run, RunOutcome, RunStats
 from sentient_assist.runtime.session import Session
@@ -62,11 +63,10 @@ from sentient_assist.server.openai.answer import AnswerHook, ChunkWriter, Comple
 from sentient_assist.server.openai.errors import (
     MODEL_NOT_FOUND,
     NO_RETRY,
-    ChatRequestError,
     JSONAnswer,
     error_response,
-    from_chat_request_error,
     from_http_exception,
+    from_input_error,
     from_validation_error,
     method_not_allowed,
     unknown_url,
@@ -173,8 +173,8 @@ class OpenAIFace(Face):
         """Every refusal, from the key check to FastAPI's validation of the body, as an OpenAI error object."""
         if isinstance(refused, RequestValidationError):
             return from_validation_error(refused)
-        if isinstance(refused, ChatRequestError):
-            return from_chat_request_error(refused)
+        if isinstance(refused, InputError):
+            return from_input_error(refused)
         if isinstance(refused, HTTPException):  # the body's limits, a body FastAPI could not parse, a dependency's
             return from_http_exception(refused)
         return None
@@ -197,9 +197,9 @@ class OpenAIFace(Face):
     def _check_model(self, model: str) -> None:
         if model != self.agent.name:
             # Not quoting what was sent: the answer names what is served instead.
-            raise ChatRequestError(
-                f"model: this service serves only the model {self.agent.name!r} (GET /v1/models lists it)",
+            raise InputError(
                 "model",
+                f"this service serves only the model {self.agent.name!r} (GET /v1/models lists it)",
                 status=404,
                 code=MODEL_NOT_FOUND,
             )
@@ -214,7 +214,7 @@ class OpenAIFace(Face):
             # The pause rode in the last assistant message (conversation_of reads only that one's).
             index = max(i for i, message in enumerate(body.messages) if message.role == "assistant")
             param = f"messages[{index}].content"
-            raise ChatRequestError(f"{param}: {refused}", param, status=refused.status, code=ALREADY_ANSWERED) from None
+            raise InputError(param, str(refused), status=refused.status, code=ALREADY_ANSWERED) from None
 
     async def chat_completions(self, request: Request, body: ChatCompletionRequest) -> Response:
         """The agent's answer to the chat's last user message: a chat.completion, or its chunks."""

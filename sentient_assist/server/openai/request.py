@@ -25,12 +25,12 @@ from sentient_assist.protocol.request import (
     Query,
     SessionObject,
 )
+from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.pauses import PauseRefused, PauseSealer, resumption_of
 from sentient_assist.runtime.session import Session
 from sentient_assist.server.chat_turns import chat_history
 from sentient_assist.server.history_budget import HistoryBudget
 from sentient_assist.server.openai import pauses as openai_pauses
-from sentient_assist.server.openai.errors import ChatRequestError
 
 # A chat of MAX_INTERACTIONS turns, each a user and an assistant message, and the system's.
 MAX_MESSAGES = 2 * MAX_INTERACTIONS + 16
@@ -101,11 +101,11 @@ class ChatCompletionRequest(BaseModel):
 def conversation_of(
     body: ChatCompletionRequest, agent_name: str, sealer: PauseSealer, budget: HistoryBudget
 ) -> tuple[Query, Session]:
-    """The query and session an agent answers for this chat; ChatRequestError names what cannot
+    """The query and session an agent answers for this chat; InputError names what cannot
     be, a pause's token that `sealer` (the service's) does not hold among them (before the agent
     is started)."""
     if body.n is not None and body.n != 1:
-        raise ChatRequestError("n: only one answer (n=1) is made per request", "n")
+        raise InputError("n", "only one answer (n=1) is made per request")
     messages = body.messages
     query_index = len(messages) - 1
     # Only the last turn resumes, so only the last assistant message's marker can be a live
@@ -140,9 +140,9 @@ def conversation_of(
                         pause_index = index
             # system, developer: the agent has its own instructions, a chat's are not passed on
     if not turns or answered:
-        raise ChatRequestError("messages: the last message must be the user's (role 'user')", "messages")
+        raise InputError("messages", "the last message must be the user's (role 'user')")
     if len(turns) - 1 > MAX_INTERACTIONS:
-        raise ChatRequestError(f"messages: at most {MAX_INTERACTIONS} earlier user messages are read", "messages")
+        raise InputError("messages", f"at most {MAX_INTERACTIONS} earlier user messages are read")
     # The earlier turns, kept compact: their models are built if the agent reads them.
     history = chat_history(turns[:-1], agent_name)
     budget.hold(history)  # in the service's ASSIST_MAX_HISTORY_BYTES_TOTAL (503 past it)
@@ -156,8 +156,7 @@ def conversation_of(
         try:
             session.resumed = resumption_of(session, query.prompt, sealer)
         except PauseRefused as refused:
-            param = f"messages[{pause_index}].content"
-            raise ChatRequestError(f"{param}: {refused}", param) from None
+            raise InputError(f"messages[{pause_index}].content", str(refused)) from None
     return query, session
 
 
@@ -168,14 +167,9 @@ def _parts(content: Any, index: int, *, is_query: bool = False) -> list[str]:
         return [content]
     if isinstance(content, list):
         if len(content) > MAX_PARTS:
-            raise ChatRequestError(
-                f"messages[{index}].content: at most {MAX_PARTS} parts", f"messages[{index}].content"
-            )
+            raise InputError(f"messages[{index}].content", f"at most {MAX_PARTS} parts")
         return [_part_text(part, index, position, is_query) for position, part in enumerate(content)]
-    raise ChatRequestError(
-        f"messages[{index}].content: a message's content must be a string or a list of content parts",
-        f"messages[{index}].content",
-    )
+    raise InputError(f"messages[{index}].content", "a message's content must be a string or a list of content parts")
 
 
 def _assistant_text(content: Any, index: int) -> str:
@@ -192,13 +186,13 @@ def _part_text(part: Any, index: int, position: int, is_query: bool) -> str:
         text = part.get(kind)
         if isinstance(text, str):
             return text
-        raise ChatRequestError(f"{param}.{kind}: a {kind} part needs a string `{kind}`", f"{param}.{kind}")
+        raise InputError(f"{param}.{kind}", f"a {kind} part needs a string `{kind}`")
     if not isinstance(kind, str):
-        raise ChatRequestError(f"{param}: a content part is an object with a `type`", param)
+        raise InputError(param, "a content part is an object with a `type`")
     if not is_query:
         return OMITTED.get(kind, OMITTED_OTHER)
-    raise ChatRequestError(
-        f"{param}.type: only text parts are accepted (no images, audio or files): the agent reads text",
+    raise InputError(
         f"{param}.type",
+        "only text parts are accepted (no images, audio or files): the agent reads text",
         code="unsupported_content",
     )

@@ -16,14 +16,6 @@ from sentient_assist.server.runs.kept import Item, KeptRun
 from sentient_assist.server.runs.source import FrameSource
 
 
-class UnknownEventId(Exception):
-    """A Last-Event-ID the run never sent (400)."""
-
-
-class StoreUnavailable(Exception):
-    """The shared store does not answer: a resume cannot be served (503)."""
-
-
 @dataclass(frozen=True, slots=True)
 class SharedRun:
     """What the store says of a run kept by another replica."""

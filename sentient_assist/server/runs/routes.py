@@ -16,9 +16,10 @@ from fastapi.params import Depends
 from starlette.responses import Response
 
 from sentient_assist.protocol.ulid import is_ulid
+from sentient_assist.runtime.errors import StoreUnavailable, UnknownEventId
 from sentient_assist.server.auth import BEARER_SCHEME
 from sentient_assist.server.event_stream import MEDIA_TYPE
-from sentient_assist.server.runs.buffer import SharedRun, StoreUnavailable, UnknownEventId
+from sentient_assist.server.runs.buffer import SharedRun
 from sentient_assist.server.runs.keeper import DetachedRuns
 from sentient_assist.server.runs.kept import KeptRun
 from sentient_assist.server.runs.source import FrameSource, LocalSource
