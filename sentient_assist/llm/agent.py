@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sentient_assist.llm.asking import ASK_TOOL, REFUSED, AskUser, Paused, Question, approves
+from sentient_assist.llm.client_tools import tools_for_run
 from sentient_assist.llm.messages import (
     ChatMessage,
     ToolCallRequest,
@@ -90,25 +91,32 @@ class LLMAgent(AbstractAgent):
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
         await self.tools.ready()  # its MCP servers' tools, listed at the first run (a clash refused then)
-        messages, run_start, decided = self._conversation(session, query)
+        run_input = response_handler.run_input
+        # The tools a client offered for this run join the agent's own, for this run only.
+        tools = tools_for_run(self.tools, run_input)
+        messages, run_start, decided = self._conversation(session, query, run_input.told())
         if decided is not None:  # resumed after an approval: the call runs, or is refused, first
-            await self._decide(decided, query.prompt, messages, response_handler)
+            await self._decide(decided, query.prompt, messages, response_handler, tools)
         streams = ReplyStreams(response_handler)
         held: list[ToolCallRequest] = []
-        usage, failure = await self._loop(messages, response_handler, streams, held)
+        usage, failure = await self._loop(messages, response_handler, streams, held, tools)
         if failure is not None:
             logger.warning("model %s stopped: %s (request %s)", self.model.name, failure.message, current_request_id())
         if held and failure is None:
-            await self._pause(response_handler, streams, usage, messages[run_start:], held[0])
+            await self._pause(response_handler, streams, usage, messages[run_start:], held[0], tools)
             return
         await finish_run(response_handler, streams, usage, failure)
 
-    def _conversation(self, session: Session, query: Query) -> tuple[list[ChatMessage], int, ToolCallRequest | None]:
+    def _conversation(
+        self, session: Session, query: Query, told: str = ""
+    ) -> tuple[list[ChatMessage], int, ToolCallRequest | None]:
         """What the model reads, where this run's own messages start in it, and a call waiting
         for the person's decision: the system prompt, the chat so far, the prompt; or, resuming
         a pause of ours, the chat before the paused turn, then the paused run's messages, with
         the answer as the ask_user call's result (or the call approved or refused, to come)."""
-        messages: list[ChatMessage] = [system(self.system_prompt)] if self.system_prompt else []
+        # What the run's input tells the model (a client's context and state) follows the agent's own instructions.
+        instructions = "\n\n".join(part for part in (self.system_prompt, told) if part)
+        messages: list[ChatMessage] = [system(instructions)] if instructions else []
         interactions = list(session.get_interactions())
         paused = Paused.of(session.resumed.state) if session.resumed is not None else None
         if paused is None:
@@ -123,11 +131,11 @@ class LLMAgent(AbstractAgent):
         return [*messages, tool_result(paused.call, query.prompt)], start, None
 
     async def _decide(
-        self, call: ToolCallRequest, answer: str, messages: list[ChatMessage], handler: ResponseHandler
+        self, call: ToolCallRequest, answer: str, messages: list[ChatMessage], handler: ResponseHandler, tools: ToolBox
     ) -> None:
         """The person's decision on a call that waited for approval: it runs, or the model is told no."""
         if approves(answer):
-            await self._run_tools([call], messages, handler)
+            await self._run_tools([call], messages, handler, tools)
             return
         await self._announce([call], handler)
         await self._answer(call, ToolOutcome(error=REFUSED), messages, handler)
@@ -139,6 +147,7 @@ class LLMAgent(AbstractAgent):
         usage: TokenUsage,
         run_messages: list[ChatMessage],
         call: ToolCallRequest,
+        tools: ToolBox,
     ) -> None:
         """The run stops for the person: its text streams end, its bill (USAGE), then the
         question (ASK_USER) or the call to approve (INTERRUPT), and done."""
@@ -151,7 +160,7 @@ class LLMAgent(AbstractAgent):
             await handler.ask_user(asked.question, choices=asked.choices, state=state)
             return
         arguments = arguments_object(call.arguments)
-        approval = self.tools[call.name].approval
+        approval = tools[call.name].approval
         question = (approval.question if approval is not None else "") or f"Run {call.name}?"
         await handler.interrupt(
             "approval",
@@ -161,12 +170,17 @@ class LLMAgent(AbstractAgent):
         )
 
     async def _loop(
-        self, messages: list[ChatMessage], handler: ResponseHandler, streams: ReplyStreams, held: list[ToolCallRequest]
+        self,
+        messages: list[ChatMessage],
+        handler: ResponseHandler,
+        streams: ReplyStreams,
+        held: list[ToolCallRequest],
+        tools: ToolBox,
     ) -> tuple[TokenUsage, AgentRunError | None]:
         """The run's replies and tool rounds: what they used, and what stopped them early, if
         anything; a call that needs the person (ask_user, or a tool waiting for approval) goes
         in `held`, and stops them too."""
-        specs = [t.spec for t in self.tools.values()]
+        specs = [t.spec for t in tools.values()]
         if self.ask_user is not None:
             specs.append(self.ask_user.tool)
         if self.output is not None:
@@ -183,7 +197,7 @@ class LLMAgent(AbstractAgent):
             usage += reply.usage
             # With an output type, a reply that calls other tools only is an ordinary tool round.
             if self.output is not None and (not reply.calls or output_call(reply.calls) is not None):
-                wrong = await self._output_of(reply.calls, reply.text, messages, handler)
+                wrong = await self._output_of(reply.calls, reply.text, messages, handler, tools)
                 if wrong is None:
                     return usage, None
                 output_retries += 1
@@ -197,8 +211,8 @@ class LLMAgent(AbstractAgent):
             messages.append(assistant(reply.text, tuple(reply.calls)))
             if not reply.calls:
                 return usage, None
-            pausing = [c for c in reply.calls if self._needs_person(c)]
-            await self._run_tools([c for c in reply.calls if c not in pausing], messages, handler)
+            pausing = [c for c in reply.calls if self._needs_person(c, tools)]
+            await self._run_tools([c for c in reply.calls if c not in pausing], messages, handler, tools)
             if pausing:
                 # The run pauses at the first; the others are told to wait their turn (every call is answered).
                 for later in pausing[1:]:
@@ -211,14 +225,19 @@ class LLMAgent(AbstractAgent):
         message = f"Stopped: the model was still calling tools after {limits.max_turns} turns."
         return usage, UsageLimitExceeded(message, "max_turns")
 
-    def _needs_person(self, call: ToolCallRequest) -> bool:
+    def _needs_person(self, call: ToolCallRequest, tools: ToolBox) -> bool:
         if call.name == ASK_TOOL:
             return self.ask_user is not None
-        found = self.tools.get(call.name)
+        found = tools.get(call.name)
         return found is not None and found.approval is not None
 
     async def _output_of(
-        self, calls: list[ToolCallRequest], text: str, messages: list[ChatMessage], handler: ResponseHandler
+        self,
+        calls: list[ToolCallRequest],
+        text: str,
+        messages: list[ChatMessage],
+        handler: ResponseHandler,
+        tools: ToolBox,
     ) -> str | None:
         """For a reply that gave its output, or answered in text alone: send the output if it
         is valid (None); else say what was wrong, with the conversation set for the model to
@@ -237,15 +256,15 @@ class LLMAgent(AbstractAgent):
             await handler.emit_json(names.OUTPUT, {"output": self.output.dump(value)})
             return None
         messages.append(assistant(text, tuple(calls)))
-        await self._run_tools([c for c in calls if c is not call], messages, handler)
+        await self._run_tools([c for c in calls if c is not call], messages, handler, tools)
         messages.append(tool_result(call, f"error: {wrong}. Call {OUTPUT_TOOL} again, with the arguments corrected."))
         return wrong
 
     async def _run_tools(
-        self, calls: list[ToolCallRequest], messages: list[ChatMessage], handler: ResponseHandler
+        self, calls: list[ToolCallRequest], messages: list[ChatMessage], handler: ResponseHandler, tools: ToolBox
     ) -> None:
         await self._announce(calls, handler)
-        outcomes = await asyncio.gather(*(self._call(call) for call in calls))
+        outcomes = await asyncio.gather(*(_call(tools, call) for call in calls))
         for call, outcome in zip(calls, outcomes, strict=False):
             await self._answer(call, outcome, messages, handler)
 
@@ -263,13 +282,12 @@ class LLMAgent(AbstractAgent):
         await handler.emit_json(names.TOOL_RESULT, result)
         messages.append(tool_result(call, outcome.model_content))
 
-    async def _call(self, call: ToolCallRequest) -> ToolOutcome:
-        found = self.tools.get(call.name)
-        if found is None:
-            return ToolOutcome(
-                error=f"there is no tool named {call.name!r}; the tools are: {', '.join(self.tools) or 'none'}"
-            )
-        return await found.call(call.arguments, call_id=call.id)
+
+async def _call(tools: ToolBox, call: ToolCallRequest) -> ToolOutcome:
+    found = tools.get(call.name)
+    if found is None:
+        return ToolOutcome(error=f"there is no tool named {call.name!r}; the tools are: {', '.join(tools) or 'none'}")
+    return await found.call(call.arguments, call_id=call.id)
 
 
 def _tools_of(items: Iterable[object], has_output: bool, has_ask_user: bool) -> ToolBox:

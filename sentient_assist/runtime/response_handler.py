@@ -28,6 +28,7 @@ from sentient_assist.runtime.errors import AgentError, ResponseStreamClosedError
 from sentient_assist.runtime.hook import Hook
 from sentient_assist.runtime.pauses import PauseContext, PauseKind
 from sentient_assist.runtime.reserved import OpenToolCalls, checked_stage
+from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
 from sentient_assist.runtime.text_stream import StreamEventEmitter
 from sentient_assist.tracing import current_tracing
 
@@ -82,10 +83,28 @@ def _document(data: object) -> dict[str, Any]:
 class ResponseHandler:
     """Emits an agent's events through a Hook; `complete()` ends the response with `done`."""
 
-    __slots__ = ("_source", "_hook", "_streams", "_forwarded", "_tool_calls", "_closing", "_is_complete", "_pauses")
+    __slots__ = (
+        "_source",
+        "_hook",
+        "_streams",
+        "_forwarded",
+        "_tool_calls",
+        "_closing",
+        "_is_complete",
+        "_pauses",
+        "_run_input",
+    )
 
-    def __init__(self, source: str | Identity, hook: Hook, *, pauses: PauseContext | None = None) -> None:
+    def __init__(
+        self,
+        source: str | Identity,
+        hook: Hook,
+        *,
+        pauses: PauseContext | None = None,
+        run_input: RunInput = NO_RUN_INPUT,
+    ) -> None:
         self._source = source.id if isinstance(source, Identity) else source
+        self._run_input = run_input
         self._hook = hook
         self._pauses = pauses  # where a pause's token is bound; None: pauses cannot be resumed
         # Made when first needed: a response that is only waiting holds none of them.
@@ -103,6 +122,12 @@ class ResponseHandler:
     @property
     def source(self) -> str:
         return self._source
+
+    @property
+    def run_input(self) -> RunInput:
+        """What this run was given beyond the session and the query: the pause it resumes, a
+        client's tools, context and state (runtime/run_input.py); empty for a plain request."""
+        return self._run_input
 
     def _check_open(self) -> None:
         if self._is_complete:

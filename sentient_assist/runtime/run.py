@@ -38,6 +38,7 @@ from sentient_assist.runtime.pauses import (
 )
 from sentient_assist.runtime.request_context import context_for_request, current_sealer
 from sentient_assist.runtime.response_handler import ResponseHandler
+from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
 from sentient_assist.runtime.session import Session
 from sentient_assist.runtime.watcher import RunWatcher
 from sentient_assist.tracing import current_tracing
@@ -198,6 +199,7 @@ class Run(Generic[T]):
         stats: RunStats,
         make_hook: Callable[[Channel[T], RunStats], ChannelHook[T]] = ChannelHook,
         sealer: PauseSealer | None = None,
+        run_input: RunInput = NO_RUN_INPUT,
     ) -> None:
         self.stats = stats
         self._channel: Channel[T] = Channel(CHANNEL_CAPACITY, CHANNEL_MAX_BYTES)
@@ -207,17 +209,22 @@ class Run(Generic[T]):
         # A pause is bound to the agent run here, by the name the service knows it by: never the
         # session's processor_id, which the client writes.
         self.handler = ResponseHandler(
-            session.processor_id, self.hook, pauses=PauseContext(session, query.prompt, sealer, agent.name)
+            session.processor_id,
+            self.hook,
+            pauses=PauseContext(session, query.prompt, sealer, agent.name),
+            run_input=run_input,
         )
         self._agent_name = agent.name
         # A request that answers a pause resumes it, if its token holds for this agent and the
         # pause was not answered before; one that does not is refused (an error event, then done)
-        # and the agent never runs. A face that checked the token already (the OpenAI face, to
-        # refuse with a 400 or 409) left its resumption here, claimed.
+        # and the agent never runs. A face that checked the token already (to refuse with its own
+        # 400 or 409) hands its resumption in the run's input, claimed.
         try:
-            if session.resumed is None:
-                session.resumed = resumption_of(session, query.prompt, sealer, agent.name)
-            resumed = session.resumed
+            resumed = run_input.resumed
+            if resumed is None:
+                resumed = resumption_of(session, query.prompt, sealer, agent.name)
+            # What the agent reads of the pause it resumes (`session.resumed`): set by the run alone, from its input.
+            session.resumed = resumed
             if resumed is not None and not resumed.claimed:
                 work = _answered(resumed, sealer, agent, session, query, self.handler)
             else:

@@ -26,6 +26,7 @@ from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.channel import Channel
 from sentient_assist.runtime.pauses import PauseSealer
 from sentient_assist.runtime.run import ChannelHook, Run, RunStats
+from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
 from sentient_assist.runtime.session import Session
 from sentient_assist.server import metrics
 from sentient_assist.server.open_streams import OpenStreams
@@ -116,6 +117,7 @@ class EventStream(Response):
         streams: OpenStreams,
         make_hook: Callable[[Channel[bytes], RunStats], ChannelHook[bytes]] = SseHook,
         sealer: PauseSealer | None = None,
+        run_input: RunInput = NO_RUN_INPUT,
     ) -> None:
         super().__init__()  # Response's own start (status 200, no body); the headers are the stream's
         self.raw_headers = list(SSE_HEADERS)
@@ -127,6 +129,7 @@ class EventStream(Response):
         # What each event is written as: its SSE frame (/assist), or another face's lines (/v1).
         self._make_hook = make_hook
         self._sealer = sealer  # the service's, for the pauses this run makes and the one it resumes
+        self._run_input = run_input
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self._session is not None and self._query is not None, "an EventStream is sent once"
@@ -138,6 +141,7 @@ class EventStream(Response):
             stats=self.stats,
             make_hook=self._make_hook,
             sealer=self._sealer,
+            run_input=self._run_input,
         )
         self._session = self._query = None  # the run has them; nothing else holds the request for the stream's life
         try:

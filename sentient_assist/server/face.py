@@ -19,9 +19,9 @@ from fastapi.params import Depends
 from starlette.responses import Response
 
 from sentient_assist.protocol.request import Query
-from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.channel import Channel
 from sentient_assist.runtime.run import ChannelHook, RunStats
+from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
 from sentient_assist.runtime.session import Session
 from sentient_assist.server.admission import AdmittedRoute, KeyedRoute, run_stats_for
 from sentient_assist.server.auth import BEARER_SCHEME
@@ -102,11 +102,10 @@ class Face:
         session: Session,
         query: Query,
         make_hook: Callable[[Channel[bytes], RunStats], ChannelHook[bytes]] = SseHook,
-        *,
-        agent: AbstractAgent | None = None,
+        run_input: RunInput = NO_RUN_INPUT,
     ) -> EventStream:
-        """The run of the service's agent (or `agent`) for `query`, streamed to the client as
-        `make_hook` encodes its events."""
+        """The run of the service's agent for `query` (and what else the face parsed of the
+        request: `run_input`), streamed to the client as `make_hook` encodes its events."""
         service = self.service
         stats = self.run_stats(request)
-        return EventStream(agent or service.agent, session, query, stats, service.streams, make_hook, service.sealer)
+        return EventStream(service.agent, session, query, stats, service.streams, make_hook, service.sealer, run_input)

@@ -11,7 +11,6 @@ import asyncio
 
 from sentient_assist import AskUser, LLMAgent, ResponseHandler, Session
 from sentient_assist.events import FINAL_RESPONSE
-from sentient_assist.server.agui.request import run_input
 from sentient_assist.testing import FunctionModel, ScriptedCall, ScriptedReply
 from tests.support.agents import ScriptedAgent, notify
 
@@ -45,7 +44,7 @@ class AguiAgent(ScriptedAgent):
 
     async def _echo(self, session: Session, argument, handler: ResponseHandler) -> None:
         """The conversation as the agent sees it: its past prompts and answers, and the input's state and context."""
-        given = run_input()
+        given = handler.run_input
         past = [
             {"prompt": i.request.event.prompt, "answers": [r.event.content for r in i.responses]}
             for i in session.get_interactions()
@@ -55,8 +54,8 @@ class AguiAgent(ScriptedAgent):
             {
                 "prompt": argument,
                 "past": past,
-                "state": given.state if given else None,
-                "context": [c.value for c in given.context or ()] if given else None,
+                "state": given.state,
+                "context": [c.value for c in given.context],
             },
         )
         await handler.respond(FINAL_RESPONSE, f"You said {argument}.")

@@ -26,9 +26,10 @@ from fastapi import APIRouter, Request
 from sentient_assist.protocol.request import MAX_NAME_LENGTH
 from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.pauses import PauseRefused, claim
+from sentient_assist.runtime.run_input import ContextItem, RunInput
 from sentient_assist.server.agui.events import AguiHook, AguiWriter
-from sentient_assist.server.agui.request import conversation_of, hold_run_input
-from sentient_assist.server.agui.tools import served_agent
+from sentient_assist.server.agui.request import conversation_of
+from sentient_assist.server.agui.tools import offered_tools
 from sentient_assist.server.assist import RESPONSES as ASSIST_RESPONSES
 from sentient_assist.server.event_stream import MEDIA_TYPE, EventStream
 from sentient_assist.server.face import Face
@@ -89,20 +90,29 @@ class AguiFace(Face):
                 raise InputError(param, f"at most {MAX_NAME_LENGTH} characters")
         sealer = self.service.sealer
         conversation = conversation_of(body, self.agent.name, sealer, self.service.histories)
-        agent = served_agent(self.agent, body, conversation.answers)
-        session = conversation.session
-        if session.resumed is not None:
+        tools = offered_tools(self.agent, body)
+        resumed = conversation.resumed
+        if resumed is not None:
             # Claimed before the stream starts: a second answer to one pause is a 409, not a run.
             try:
-                session.resumed = await claim(session.resumed, sealer)
+                resumed = await claim(resumed, sealer)
             except PauseRefused as refused:
                 raise InputError(conversation.pause_param or "resume", str(refused), status=refused.status) from None
-        hold_run_input(body)  # for run_input(), in the run's task (it copies this context)
+        run_input = RunInput(
+            resumed=resumed,
+            offered_tools=tools,
+            tool_answers=conversation.answers,
+            context=tuple(ContextItem(item.description, item.value) for item in body.context or ()),
+            state=body.state,
+            forwarded_props=body.forwarded_props,
+            thread=body.thread_id,
+        )
         writer = AguiWriter(
             body.thread_id,
             body.run_id,
             self.agent.name,
-            client_tools=frozenset(tool.name for tool in body.tools or ()),
+            client_tools=frozenset(tool.name for tool in tools),
             answered_calls=frozenset(conversation.answers),
         )
-        return self.event_stream(request, session, conversation.query, partial(AguiHook, writer=writer), agent=agent)
+        query = conversation.query
+        return self.event_stream(request, conversation.session, query, partial(AguiHook, writer=writer), run_input)

@@ -12,21 +12,19 @@ A run that answers a pause is one of two kinds (sentient_assist/server/agui/paus
 - messages that end with tool messages answer a call of a client's tool, named by the
   assistant message before them, whose call carries the pause in its `encryptedValue`.
 
-Everything else of the input reaches the agent: `state` and `context` (and the client's tools)
-an LLMAgent's model reads (sentient_assist/server/agui/tools.py), and any agent finds the input
-itself in `run_input()` while it runs.
+Everything else of the input reaches the agent in its run's `RunInput` (the face builds it:
+server/agui/face.py): `state` and `context` (and the client's tools) an LLMAgent's model reads,
+and any agent finds them in `response_handler.run_input`.
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 from ag_ui.core import AssistantMessage, RunAgentInput, ToolMessage, UserMessage
 from ulid import ULID
 
-from sentient_assist.llm.tools import ToolOutcome
 from sentient_assist.protocol.request import (
     MAX_INTERACTIONS,
     MAX_PARTS,
@@ -34,7 +32,8 @@ from sentient_assist.protocol.request import (
     SessionObject,
 )
 from sentient_assist.runtime.errors import InputError
-from sentient_assist.runtime.pauses import PauseKind, PauseRefused, PauseSealer, resumption_of
+from sentient_assist.runtime.pauses import PauseKind, PauseRefused, PauseSealer, Resumption, resumption_of
+from sentient_assist.runtime.run_input import ToolAnswer
 from sentient_assist.runtime.session import Session
 from sentient_assist.server.agui.pauses import APPROVED, answer_text, pause_of
 from sentient_assist.server.chat_turns import chat_history
@@ -44,24 +43,16 @@ from sentient_assist.server.history_budget import HistoryBudget
 MAX_MESSAGES = 4 * MAX_INTERACTIONS
 OMITTED = "[non-text content omitted]"  # a part of an earlier message the agent cannot read
 
-_RUN_INPUT: ContextVar[RunAgentInput | None] = ContextVar("agui_run_input", default=None)
-
-
-def run_input() -> RunAgentInput | None:
-    """The AG-UI input of the run this code is part of: its thread and run ids, state, context,
-    tools, forwarded props and resume entries; its messages are the session's history and query
-    (an empty list here); None outside a run of /agui."""
-    return _RUN_INPUT.get()
-
 
 @dataclass(frozen=True)
 class AguiConversation:
-    """What a run of /agui answers: the query, its session (a pause it resumes checked), the
-    client's tool calls it answers (by id), and where the pause it resumes came from."""
+    """What a run of /agui answers: the query, its session, the pause it resumes (its token
+    checked), the client's tool calls it answers (by id), and where the pause came from."""
 
     query: Query
     session: Session
-    answers: dict[str, ToolOutcome]
+    resumed: Resumption | None
+    answers: dict[str, ToolAnswer]
     pause_param: str | None
 
 
@@ -86,7 +77,7 @@ def conversation_of(
     if len(turns) - 1 > MAX_INTERACTIONS:
         raise InputError("messages", f"at most {MAX_INTERACTIONS} earlier user messages are read")
     pause: tuple[PauseKind, str] | None = None
-    answers: dict[str, ToolOutcome] = {}
+    answers: dict[str, ToolAnswer] = {}
     if body.resume:
         # Answering the interrupt that ended the last run: the last user turn is the one paused.
         if len(body.resume) > 1:
@@ -119,28 +110,29 @@ def conversation_of(
     session_object.__dict__["interactions"] = history
     session = Session(session_object)
     query = Query(id=ULID(), prompt=prompt)
+    resumed = None
     if pause is not None and pause_param is not None:
         try:
-            session.resumed = resumption_of(session, prompt, sealer)
+            resumed = resumption_of(session, prompt, sealer)
         except PauseRefused as refused:
             raise InputError(pause_param, str(refused), status=refused.status) from None
-    return AguiConversation(query, session, answers, pause_param)
+    return AguiConversation(query, session, resumed, answers, pause_param)
 
 
-def _client_tool_answers(body: RunAgentInput) -> tuple[tuple[PauseKind, str], dict[str, ToolOutcome], str]:
+def _client_tool_answers(body: RunAgentInput) -> tuple[tuple[PauseKind, str], dict[str, ToolAnswer], str]:
     """The pause the trailing tool messages answer (the token on the call they answer), and
     what each answered call came to."""
     messages = body.messages
     start = len(messages)
     while start > 0 and isinstance(messages[start - 1], ToolMessage):
         start -= 1
-    answered: dict[str, ToolOutcome] = {}
+    answered: dict[str, ToolAnswer] = {}
     for index in range(start, len(messages)):
         message = messages[index]
         assert isinstance(message, ToolMessage)
         content = "\n".join(_parts(message.content, index))
         answered[message.tool_call_id] = (
-            ToolOutcome(error=message.error) if message.error else ToolOutcome(result=content)
+            ToolAnswer(error=message.error) if message.error else ToolAnswer(result=content)
         )
     for index in range(start - 1, -1, -1):
         message = messages[index]
@@ -179,9 +171,3 @@ def _parts(content: Any, index: int, *, is_query: bool = False) -> list[str]:
         else:
             texts.append(OMITTED)
     return texts
-
-
-def hold_run_input(body: RunAgentInput) -> None:
-    """Make `body` the input `run_input()` gives the run started from this request's task,
-    without its messages: the session holds them, compact, for as long as the run lasts."""
-    _RUN_INPUT.set(body.model_copy(update={"messages": []}))

@@ -54,6 +54,7 @@ from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.pauses import PauseRefused, PauseSealer, Resumption, claim
 from sentient_assist.runtime.run import Run, RunOutcome, RunStats
+from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
 from sentient_assist.runtime.session import Session
 from sentient_assist.server import metrics
 from sentient_assist.server.event_stream import MEDIA_TYPE, listen_for_the_client_leaving, survive_cut_off
@@ -220,17 +221,16 @@ class OpenAIFace(Face):
         """The agent's answer to the chat's last user message: a chat.completion, or its chunks."""
         agent, service = self.agent, self.service
         self._check_model(body.model)
-        query, session = conversation_of(body, agent.name, service.sealer, service.histories)
-        if session.resumed is not None:
-            session.resumed = await self._answer_once(session.resumed, body)
+        query, session, resumed = conversation_of(body, agent.name, service.sealer, service.histories)
+        run_input = NO_RUN_INPUT if resumed is None else RunInput(resumed=await self._answer_once(resumed, body))
         completion_id, created = f"chatcmpl-{ULID()}", int(time.time())
         if body.stream:
             include_usage = body.stream_options is not None and body.stream_options.include_usage
             writer = ChunkWriter(completion_id, created, agent.name, include_usage=include_usage)
-            return self.event_stream(request, session, query, partial(AnswerHook, reader=writer))
+            return self.event_stream(request, session, query, partial(AnswerHook, reader=writer), run_input)
         completion = Completion(completion_id, created, agent.name)
         stats = self.run_stats(request)
-        return CompletionResponse(agent, session, query, stats, service.streams, completion, service.sealer)
+        return CompletionResponse(agent, session, query, stats, service.streams, completion, service.sealer, run_input)
 
 
 class CompletionResponse(Response):
@@ -247,6 +247,7 @@ class CompletionResponse(Response):
         streams: OpenStreams,
         completion: Completion,
         sealer: PauseSealer | None = None,
+        run_input: RunInput = NO_RUN_INPUT,
     ) -> None:
         super().__init__()  # Response's own start (status 200, no body); the headers are the stream's
         self.raw_headers = []
@@ -257,6 +258,7 @@ class CompletionResponse(Response):
         self._streams = streams
         self._completion = completion
         self._sealer = sealer  # the service's, for the pause this run may make
+        self._run_input = run_input
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self._session is not None and self._query is not None, "a CompletionResponse is sent once"
@@ -269,6 +271,7 @@ class CompletionResponse(Response):
             stats=self.stats,
             make_hook=partial(AnswerHook, reader=completion),
             sealer=self._sealer,
+            run_input=self._run_input,
         )
         self._session = self._query = None
         stopped = False

@@ -26,7 +26,7 @@ from sentient_assist.protocol.request import (
     SessionObject,
 )
 from sentient_assist.runtime.errors import InputError
-from sentient_assist.runtime.pauses import PauseRefused, PauseSealer, resumption_of
+from sentient_assist.runtime.pauses import PauseRefused, PauseSealer, Resumption, resumption_of
 from sentient_assist.runtime.session import Session
 from sentient_assist.server.chat_turns import chat_history
 from sentient_assist.server.history_budget import HistoryBudget
@@ -100,7 +100,7 @@ class ChatCompletionRequest(BaseModel):
 
 def conversation_of(
     body: ChatCompletionRequest, agent_name: str, sealer: PauseSealer, budget: HistoryBudget
-) -> tuple[Query, Session]:
+) -> tuple[Query, Session, Resumption | None]:
     """The query and session an agent answers for this chat; InputError names what cannot
     be, a pause's token that `sealer` (the service's) does not hold among them (before the agent
     is started)."""
@@ -154,10 +154,10 @@ def conversation_of(
         # Checked here rather than by the run, so that a refused resume is a 400 naming the
         # message, streamed or not, rather than a stream's error line; the run takes it as found.
         try:
-            session.resumed = resumption_of(session, query.prompt, sealer)
+            return query, session, resumption_of(session, query.prompt, sealer)
         except PauseRefused as refused:
             raise InputError(f"messages[{pause_index}].content", str(refused)) from None
-    return query, session
+    return query, session, None
 
 
 def _parts(content: Any, index: int, *, is_query: bool = False) -> list[str]:

@@ -1,0 +1,85 @@
+"""RunInput: what one run takes beyond the 0.3.0 call `assist(session, query, response_handler)`,
+as one typed value. The face that parsed the request builds it; the run hands it to the agent as
+`response_handler.run_input`. Nothing of it is written on the user's `Session`, set in a context
+variable or given to a copy of the agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from sentient_assist.protocol.events import dumps_json
+
+if TYPE_CHECKING:
+    from sentient_assist.runtime.pauses import Resumption
+
+
+@dataclass(frozen=True, slots=True)
+class OfferedTool:
+    """A tool a client offered for this run (AG-UI's front-end tool): its call is the client's to
+    make, so the run stops there and the client answers with the call's result in its next run."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, object]  # its JSON Schema, as the client gave it
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAnswer:
+    """A client's answer to a call of one of its tools: its result (text), or its error."""
+
+    result: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ContextItem:
+    """One thing the application tells the agent about (AG-UI's `context`)."""
+
+    description: str
+    value: str
+
+
+_NO_ANSWERS: Mapping[str, ToolAnswer] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class RunInput:
+    """The run's own input besides the session and the query.
+
+    A run with nothing more (a plain /assist request) has `RunInput()`: every field empty.
+    """
+
+    resumed: Resumption | None = None
+    """The pause this request answers, its token checked (claimed already when the face refused a
+    second answer before the run); None: the run resumes nothing, or the run finds it itself from
+    the session's history (/assist's own way)."""
+    offered_tools: tuple[OfferedTool, ...] = ()
+    """Tools the client offered (AG-UI): an LLMAgent gives its model these as well, for this run."""
+    tool_answers: Mapping[str, ToolAnswer] = field(default_factory=lambda: _NO_ANSWERS)
+    """The client's answers to calls of its tools, by call id: what the resumed run's calls came to."""
+    context: tuple[ContextItem, ...] = ()
+    """What the application tells the agent (AG-UI's `context`)."""
+    state: object = None
+    """The application's state (AG-UI's `state`, any JSON); None: none given."""
+    forwarded_props: object = None
+    """What the client passed through for the agent (AG-UI's `forwardedProps`, any JSON)."""
+    thread: str | None = None
+    """The conversation the run belongs to, as the client names it (AG-UI's `threadId`)."""
+
+    def told(self) -> str:
+        """The context and the state, as a model reads them (an LLMAgent adds it to its instructions);
+        empty when there are none."""
+        said: list[str] = []
+        if self.context:
+            lines = "\n".join(f"- {item.description}: {item.value}" for item in self.context)
+            said.append(f"Context from the application:\n{lines}")
+        if self.state not in (None, {}, []):
+            said.append(f"The application's state (JSON): {dumps_json(self.state)}")
+        return "\n\n".join(said)
+
+
+NO_RUN_INPUT = RunInput()
