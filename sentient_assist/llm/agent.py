@@ -107,6 +107,10 @@ class LLMAgent(AbstractAgent):
             return
         await finish_run(response_handler, streams, usage, failure)
 
+    async def aclose(self) -> None:
+        """Close what its toolsets hold open (its MCP servers' sessions, their processes stopped)."""
+        await asyncio.gather(*(toolset.aclose() for toolset in self.tools.toolsets))
+
     def _conversation(
         self, session: Session, query: Query, told: str = ""
     ) -> tuple[list[ChatMessage], int, ToolCallRequest | None]:

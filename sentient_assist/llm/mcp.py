@@ -86,14 +86,6 @@ _DIE_WITH_PARENT = (
     "os.execvp(sys.argv[2], sys.argv[2:])\n"
 )
 
-_open_servers: set[MCPToolset] = set()  # with a session open in this process: the lifespan closes them
-
-
-async def close_all() -> None:
-    """Close every MCP session this process has open (the service's lifespan, at shutdown)."""
-    await asyncio.gather(*(server.aclose() for server in list(_open_servers)))
-
-
 def _require_sdk() -> None:
     """ImportError, naming the extra, when the mcp SDK (2.x) is not installed."""
     problem = missing("mcp", needs="the mcp package (the official SDK, 2.x)", extra="mcp", distribution="mcp", major=2)
@@ -168,7 +160,6 @@ class MCPToolset(Toolset):
     async def aclose(self) -> None:
         """Close the session, if one is open (the next use opens another)."""
         connection, self._connection = self._connection, None
-        _open_servers.discard(self)
         if connection is not None:
             await connection.close()
 
@@ -190,7 +181,6 @@ class MCPToolset(Toolset):
             if connection is not None and connection.loop is not loop:
                 connection.abandon()
             connection = self._connection = _Connection(self, loop)
-            _open_servers.add(self)
         await asyncio.shield(connection.opened)  # a run cancelled meanwhile leaves the opening to the others
         if self._listed_from is not connection:
             self._listed = self._tools_of(connection.tools)

@@ -177,6 +177,10 @@ class Toolset(ABC):
         """Whether its tools and `other`'s are certain to share names (one server twice, say)."""
         return False
 
+    async def aclose(self) -> None:
+        """Let go of what it holds open (an MCP server's session); the next use opens it again."""
+        return None  # an optional hook, not abstract: most hold nothing
+
 
 class ToolBox(Mapping[str, Tool]):
     """An LLMAgent's tools by name: its own, then, once `ready()` has listed them, its toolsets'.

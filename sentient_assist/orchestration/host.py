@@ -198,6 +198,11 @@ class HostAgent(AbstractAgent):
             for tool, s in self.specialists.items()
         ]
 
+    async def aclose(self) -> None:
+        """Close what its specialists of this process hold open (their MCP servers' sessions)."""
+        agents = [s.agent for s in self.specialists.values() if isinstance(s.agent, AbstractAgent)]
+        await asyncio.gather(*(agent.aclose() for agent in agents))
+
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
         with calls_of_request(self.name, self.policy):
             await self._assist(session, query, response_handler)

@@ -48,3 +48,8 @@ class AbstractAgent(ABC):
     @abstractmethod
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
         """Answer `query`, emitting events through `response_handler`."""
+
+    async def aclose(self) -> None:
+        """Let go of what the agent holds open between runs (its MCP servers' sessions, say): the
+        service that serves it calls this when it shuts down. The default holds nothing."""
+        return None  # an optional hook, not abstract: most hold nothing

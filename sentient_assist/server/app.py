@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -125,9 +125,8 @@ async def _collector_skips_startup(app: FastAPI) -> AsyncIterator[None]:
     finally:
         if runs is not None:
             await runs.close()
-        from sentient_assist.llm.mcp import close_all  # no MCP SDK import: it closes what is open
-
-        await close_all()
+        if agent is not None:
+            await agent.aclose()  # what the agent holds open (its MCP servers' sessions), closed by its owner
         tracing = getattr(app.state, "tracing", None)
         if tracing is not None:  # the last spans exported: uvicorn's exit by signal skips the SDK's atexit
             await asyncio.to_thread(tracing.close)
@@ -191,3 +190,17 @@ def add_routes(
     check_faces(list(chosen), settings)
     for name, face_path in chosen.items():
         add_face(app, service, name, face_path, prefix=path, dependencies=dependencies)
+    app.include_router(APIRouter(lifespan=_closing(agent)))  # merged into your app's lifespan
+
+
+def _closing(agent: AbstractAgent) -> Callable[[object], AbstractAsyncContextManager[None]]:
+    """A lifespan that closes what `agent` holds open (its MCP servers' sessions) at shutdown."""
+
+    @asynccontextmanager
+    async def lifespan(app: object) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            await agent.aclose()
+
+    return lifespan
