@@ -86,6 +86,7 @@ _DIE_WITH_PARENT = (
     "os.execvp(sys.argv[2], sys.argv[2:])\n"
 )
 
+
 def _require_sdk() -> None:
     """ImportError, naming the extra, when the mcp SDK (2.x) is not installed."""
     problem = missing("mcp", needs="the mcp package (the official SDK, 2.x)", extra="mcp", distribution="mcp", major=2)

@@ -96,17 +96,12 @@ class SseHook(ChannelHook[bytes]):
         return len(item)
 
 
-class EventStream(Response):
-    """The run of `agent` for one query, streamed; it starts when the server sends the response.
+class PendingRun:
+    """A run a face has parsed and not started: it starts when its response is sent, so that a
+    response that is never sent never starts an agent. `make_hook` is what each event is written
+    as: its SSE frame (/assist), or another face's wire."""
 
-    The run is made here, not in the path operation, so a response that is never sent
-    never starts an agent. Its `stats` go to the metrics when it ends, and to the access
-    log line (sentient_assist/server/access_log.py).
-    """
-
-    # Its content type is in SSE_HEADERS. None here keeps FastAPI from documenting the 200 as
-    # one string: the route documents it as a sequence of events (sentient_assist/server/assist.py).
-    media_type = None
+    __slots__ = ("agent", "session", "query", "stats", "streams", "make_hook", "sealer", "run_input")
 
     def __init__(
         self,
@@ -119,37 +114,52 @@ class EventStream(Response):
         sealer: PauseSealer | None = None,
         run_input: RunInput = NO_RUN_INPUT,
     ) -> None:
+        self.agent = agent
+        self.session = session
+        self.query = query
+        self.stats = stats  # to the metrics when the run ends, and to the access log line
+        self.streams = streams
+        self.make_hook = make_hook
+        self.sealer = sealer  # the service's, for the pauses this run makes and the one it resumes
+        self.run_input = run_input
+
+    def start(self) -> Run[bytes]:
+        return Run(
+            self.agent,
+            self.session,
+            self.query,
+            watcher=self.streams,
+            stats=self.stats,
+            make_hook=self.make_hook,
+            sealer=self.sealer,
+            run_input=self.run_input,
+        )
+
+
+class EventStream(Response):
+    """A run streamed; it starts when the server sends the response (`PendingRun`)."""
+
+    # Its content type is in SSE_HEADERS. None here keeps FastAPI from documenting the 200 as
+    # one string: the route documents it as a sequence of events (sentient_assist/server/assist.py).
+    media_type = None
+
+    def __init__(self, pending: PendingRun) -> None:
         super().__init__()  # Response's own start (status 200, no body); the headers are the stream's
         self.raw_headers = list(SSE_HEADERS)
-        self._agent = agent
-        self._session: Session | None = session
-        self._query: Query | None = query
-        self.stats = stats
-        self._streams = streams
-        # What each event is written as: its SSE frame (/assist), or another face's lines (/v1).
-        self._make_hook = make_hook
-        self._sealer = sealer  # the service's, for the pauses this run makes and the one it resumes
-        self._run_input = run_input
+        self._pending: PendingRun | None = pending
+        self.stats = pending.stats
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        assert self._session is not None and self._query is not None, "an EventStream is sent once"
-        run = Run(
-            self._agent,
-            self._session,
-            self._query,
-            watcher=self._streams,
-            stats=self.stats,
-            make_hook=self._make_hook,
-            sealer=self._sealer,
-            run_input=self._run_input,
-        )
-        self._session = self._query = None  # the run has them; nothing else holds the request for the stream's life
+        assert self._pending is not None, "an EventStream is sent once"
+        head_start = self._pending.streams.head_start
+        run = self._pending.start()
+        self._pending = None  # the run has it all; nothing else holds the request for the stream's life
         try:
             # The agent's first step goes before the headers: an agent that calls a model sends its
             # request first. A write that wakes its reader costs the writer up to 0.4 ms after an
             # idle moment (on loopback, on 2 cores); the client's headers can wait that long, the
             # model's request is the time to first token (bench/README.md, "A real model").
-            await self._streams.head_start.turn()
+            await head_start.turn()
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             listener = listen_for_the_client_leaving(run, receive)
             try:

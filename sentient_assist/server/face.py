@@ -25,7 +25,7 @@ from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
 from sentient_assist.runtime.session import Session
 from sentient_assist.server.admission import AdmittedRoute, KeyedRoute, run_stats_for
 from sentient_assist.server.auth import BEARER_SCHEME
-from sentient_assist.server.event_stream import EventStream, SseHook
+from sentient_assist.server.event_stream import EventStream, PendingRun, SseHook
 from sentient_assist.server.service import Service
 
 
@@ -106,6 +106,17 @@ class Face:
     ) -> EventStream:
         """The run of the service's agent for `query` (and what else the face parsed of the
         request: `run_input`), streamed to the client as `make_hook` encodes its events."""
+        return EventStream(self.pending_run(request, session, query, make_hook, run_input))
+
+    def pending_run(
+        self,
+        request: Request,
+        session: Session,
+        query: Query,
+        make_hook: Callable[[Channel[bytes], RunStats], ChannelHook[bytes]] = SseHook,
+        run_input: RunInput = NO_RUN_INPUT,
+    ) -> PendingRun:
+        """The run of the service's agent for `query`, to start when its response is sent."""
         service = self.service
         stats = self.run_stats(request)
-        return EventStream(service.agent, session, query, stats, service.streams, make_hook, service.sealer, run_input)
+        return PendingRun(service.agent, session, query, stats, service.streams, make_hook, service.sealer, run_input)

@@ -1,10 +1,13 @@
-"""A refusal the protocol's SDK never saw, as JSON-RPC clients (MCP's, A2A's) read one."""
+"""What the faces whose protocol is JSON-RPC over HTTP (MCP's, A2A's) share: their SDK reads the
+body itself, and a refusal the SDK never saw is a JSON-RPC error with no id."""
 
 from __future__ import annotations
 
 from fastapi import HTTPException
 from fastapi.responses import JSONResponse
 from starlette.responses import Response
+
+from sentient_assist.server.face import Face
 
 INVALID_REQUEST, INTERNAL_ERROR = -32600, -32603
 
@@ -21,3 +24,13 @@ def jsonrpc_refusal_of(refused: Exception) -> Response | None:
     if isinstance(refused, HTTPException):
         return jsonrpc_refusal(refused.status_code, str(refused.detail), dict(refused.headers or {}))
     return None
+
+
+class JsonRpcFace(Face):
+    """A face whose SDK answers JSON-RPC: handed the body whole, its answer bounded by the time
+    limit (server/admission.py), its refusals JSON-RPC errors."""
+
+    reads_body_whole = True
+
+    def refusal(self, refused: Exception) -> Response | None:
+        return jsonrpc_refusal_of(refused)

@@ -124,21 +124,30 @@ def test_a_face_of_ones_own_is_admitted_and_refused_in_its_own_shape():
 
 
 def test_a_face_of_ones_own_shares_the_stream_budget_and_is_logged_with_its_agent_and_outcome(access_log):
-    app = _tiny_app(Flood(), max_streams=1)
+    app = _tiny_app(max_streams=1)
     access_log.attach()
     auth = {"Authorization": f"Bearer {KEY}"}
-    with uvicorn_in_thread(app) as (_, (host, port)), httpx.Client(base_url=f"http://{host}:{port}") as client:
-        with client.stream("POST", TINY_PATH, json={"prompt": "10"}, headers=auth) as flooding:
-            assert flooding.status_code == 200
-            next(flooding.iter_lines())
-            # The one place is the tiny face's: /assist waits behind it, as any face would.
+    with (
+        uvicorn_in_thread(app) as (_, (host, port)),
+        httpx.Client(base_url=f"http://{host}:{port}", timeout=10) as client,
+    ):
+        with client.stream("POST", TINY_PATH, json={"prompt": "silent:30"}, headers=auth) as waiting:
+            assert waiting.status_code == 200
+            lines = waiting.iter_lines()  # kept: an iterator let go closes the response, and the client leaves
+            assert next(lines) == "STATUS: thinking quietly"
+            # The one place is the tiny face's: /assist is refused while it is held, as behind any face.
             refused = client.post(
-                "/assist", json={"query": {"id": "01JDQ4Z8M7T3V5X9A2B4C6D8EF", "prompt": "1"}}, headers=auth
+                "/assist", json={"query": {"id": "01JDQ4Z8M7T3V5X9A2B4C6D8EF", "prompt": "silent:0"}}, headers=auth
             )
             assert refused.status_code == 503 and "concurrent streams" in refused.json()["detail"]
         assert wait_until(lambda: len(access_log.fields) == 1, 10)
+        # Its client gone, its place is free again.
+        served = client.post(
+            "/assist", json={"query": {"id": "01JDQ4Z8M7T3V5X9A2B4C6D8EF", "prompt": "silent:0"}}, headers=auth
+        )
+        assert served.status_code == 200 and "spoke at last" in served.text
     [line] = access_log.fields
-    assert line["agent"] == "flood" and line["outcome"] == "disconnected" and line["status"] == 200
+    assert line["agent"] == "scripted" and line["outcome"] == "disconnected" and line["status"] == 200
 
 
 def test_a_face_of_ones_own_whose_client_stops_reading_is_cut_off(access_log):

@@ -47,8 +47,7 @@ from sentient_assist.server.a2a.card import agent_card
 from sentient_assist.server.a2a.executor import STATE_REQUEST_ID, AgentRunExecutor
 from sentient_assist.server.a2a.stores import BoundedTaskStore, KeyUser, RedisTaskStore, owner_of
 from sentient_assist.server.admission import STATE_PLACE, WRITE_GRACE_SECONDS, place_of
-from sentient_assist.server.face import Face
-from sentient_assist.server.jsonrpc import jsonrpc_refusal_of
+from sentient_assist.server.jsonrpc import JsonRpcFace
 from sentient_assist.server.request_id import request_id_of
 from sentient_assist.server.routes import get_and_head
 from sentient_assist.server.service import Service
@@ -96,11 +95,10 @@ class CallContextBuilder(DefaultServerCallContextBuilder):
         return context
 
 
-class A2AFace(Face):
+class A2AFace(JsonRpcFace):
     """The agent card and `POST {path}` for the agent of a service, under its limits."""
 
     title = "A2A"
-    reads_body_whole = True
 
     def __init__(self, service: Service, path: str = A2A_PATH) -> None:
         super().__init__(service)
@@ -161,9 +159,6 @@ class A2AFace(Face):
             responses=RESPONSES,
         )
         return router
-
-    def refusal(self, refused: Exception) -> Response | None:
-        return jsonrpc_refusal_of(refused)
 
     @asynccontextmanager
     async def _lifespan(self, app: Any) -> AsyncIterator[None]:

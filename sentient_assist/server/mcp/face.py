@@ -50,8 +50,7 @@ from sentient_assist.runtime.run import Run, RunOutcome
 from sentient_assist.server import metrics
 from sentient_assist.server.admission import WRITE_GRACE_SECONDS, Replayed
 from sentient_assist.server.event_stream import survive_cut_off
-from sentient_assist.server.face import Face
-from sentient_assist.server.jsonrpc import jsonrpc_refusal, jsonrpc_refusal_of
+from sentient_assist.server.jsonrpc import JsonRpcFace, jsonrpc_refusal
 from sentient_assist.server.mcp.drain import streams_drained_after
 from sentient_assist.server.mcp.tool import (
     AnswerHook,
@@ -89,11 +88,10 @@ for _status in (400, 401, 406, 408, 413, 415, 503):
     RESPONSES[_status].update(_JSONRPC_ERROR)
 
 
-class MCPFace(Face):
+class MCPFace(JsonRpcFace):
     """POST /mcp for the agent of a service, under its limits: an MCP server with one tool."""
 
     title = "MCP"
-    reads_body_whole = True
 
     def __init__(self, service: Service) -> None:
         super().__init__(service)
@@ -124,9 +122,6 @@ class MCPFace(Face):
             responses=RESPONSES,
         )
         return router
-
-    def refusal(self, refused: Exception) -> Response | None:
-        return jsonrpc_refusal_of(refused)
 
     @asynccontextmanager
     async def _lifespan(self, app: Any) -> AsyncIterator[None]:

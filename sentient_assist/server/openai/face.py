@@ -49,17 +49,13 @@ from starlette.routing import Match
 from starlette.types import Receive, Scope, Send
 from ulid import ULID
 
-from sentient_assist.protocol.request import Query
-from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.errors import InputError
-from sentient_assist.runtime.pauses import PauseRefused, PauseSealer, Resumption, claim
-from sentient_assist.runtime.run import Run, RunOutcome, RunStats
+from sentient_assist.runtime.pauses import PauseRefused, Resumption, claim
+from sentient_assist.runtime.run import RunOutcome
 from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
-from sentient_assist.runtime.session import Session
 from sentient_assist.server import metrics
-from sentient_assist.server.event_stream import MEDIA_TYPE, listen_for_the_client_leaving, survive_cut_off
+from sentient_assist.server.event_stream import MEDIA_TYPE, PendingRun, listen_for_the_client_leaving, survive_cut_off
 from sentient_assist.server.face import Face
-from sentient_assist.server.open_streams import OpenStreams
 from sentient_assist.server.openai.answer import AnswerHook, ChunkWriter, Completion, error_status
 from sentient_assist.server.openai.errors import (
     MODEL_NOT_FOUND,
@@ -229,8 +225,8 @@ class OpenAIFace(Face):
             writer = ChunkWriter(completion_id, created, agent.name, include_usage=include_usage)
             return self.event_stream(request, session, query, partial(AnswerHook, reader=writer), run_input)
         completion = Completion(completion_id, created, agent.name)
-        stats = self.run_stats(request)
-        return CompletionResponse(agent, session, query, stats, service.streams, completion, service.sealer, run_input)
+        pending = self.pending_run(request, session, query, partial(AnswerHook, reader=completion), run_input)
+        return CompletionResponse(pending, completion)
 
 
 class CompletionResponse(Response):
@@ -238,42 +234,17 @@ class CompletionResponse(Response):
     first `error` event, with that error's status. The run is the same as a stream's: its
     time limit, the shutdown grace and a client that leaves end it the same way."""
 
-    def __init__(
-        self,
-        agent: AbstractAgent,
-        session: Session,
-        query: Query,
-        stats: RunStats,
-        streams: OpenStreams,
-        completion: Completion,
-        sealer: PauseSealer | None = None,
-        run_input: RunInput = NO_RUN_INPUT,
-    ) -> None:
-        super().__init__()  # Response's own start (status 200, no body); the headers are the stream's
-        self.raw_headers = []
-        self._agent = agent
-        self._session: Session | None = session
-        self._query: Query | None = query
-        self.stats = stats
-        self._streams = streams
-        self._completion = completion
-        self._sealer = sealer  # the service's, for the pause this run may make
-        self._run_input = run_input
+    def __init__(self, pending: PendingRun, completion: Completion) -> None:
+        super().__init__()  # Response's own start (status 200, no body); the answer is its own response
+        self._pending: PendingRun | None = pending
+        self.stats = pending.stats
+        self._completion = completion  # what the run's hook reads its events into
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        assert self._session is not None and self._query is not None, "a CompletionResponse is sent once"
+        assert self._pending is not None, "a CompletionResponse is sent once"
         completion = self._completion
-        run = Run(
-            self._agent,
-            self._session,
-            self._query,
-            watcher=self._streams,
-            stats=self.stats,
-            make_hook=partial(AnswerHook, reader=completion),
-            sealer=self._sealer,
-            run_input=self._run_input,
-        )
-        self._session = self._query = None
+        run = self._pending.start()
+        self._pending = None
         stopped = False
         try:
             listener = listen_for_the_client_leaving(run, receive)
