@@ -35,13 +35,7 @@ class InProcessTransport:
         stats = RunStats(current_request_id() or str(ULID()))
         run: Run[Any] = Run(self.agent, Session(session), query, watcher=self._watcher, stats=stats)
         try:
-            while True:
-                batch = run.take_ready()
-                if batch is None:
-                    await run.ready()
-                    continue
-                if not batch:
-                    return
+            async for batch in run.batches():
                 for event in batch:
                     yield event
         finally:

@@ -16,7 +16,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from enum import StrEnum
 from functools import partial
 from typing import Generic, TypeVar, cast
@@ -273,6 +273,22 @@ class Run(Generic[T]):
         if batch == [] and self.stats.outcome is RunOutcome.OPEN:
             self.stats.outcome = RunOutcome.COMPLETED
         return batch
+
+    async def batches(self) -> AsyncIterator[list[T]]:
+        """Each batch the run sends (all that was ready together) until its end, for a reader that
+        keeps what it reads rather than writing it as it comes: a keepalive's wake-up is skipped."""
+        while (batch := self.take_ready()) != []:
+            if batch is None:
+                await self.ready()
+                continue
+            yield batch
+
+    def end_past_bound(self, what: str) -> None:
+        """What its reader keeps of the answer is at its bound: the run ends now, once (the
+        reader answers with an error saying so)."""
+        if self.stats.outcome is RunOutcome.OPEN:
+            logger.warning("%s too long: its run ended (request %s)", what, self.stats.request_id)
+            self.stop(outcome=RunOutcome.COMPLETED)
 
     def ready(self) -> asyncio.Future[None]:
         """Done when there is something to take, or the run ended, or `wake_reader()` (a keepalive)."""

@@ -98,10 +98,7 @@ class AgentRunExecutor(AgentExecutor):
         answer = TaskAnswer(updater)
         try:
             await updater.start_work()
-            while (batch := run.take_ready()) != []:
-                if batch is None:
-                    await run.ready()
-                    continue
+            async for batch in run.batches():
                 await answer.write(batch)
                 # What the agent sends meanwhile goes in the next update: a model's tokens come one
                 # at a time, and each update costs the SDK far more than a frame costs /assist.

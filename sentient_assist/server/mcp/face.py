@@ -232,16 +232,10 @@ class MCPFace(JsonRpcFace):
 async def _read(run: Run[Any], answer: ToolAnswer, progress: ServerSession | None) -> None:
     """Read the run to its end into `answer`, and send its notes as progress notifications
     when the call asked for them: all that is ready together, each run of text in one."""
-    stopped = False
     sent = 0
-    while (batch := run.take_ready()) != []:
-        if batch is None:
-            await run.ready()  # a keepalive wakes it too: the SDK pings the stream itself
-            continue
-        if answer.too_long and not stopped:
-            stopped = True  # what is kept is bounded: past it, the run ends and the result is an error
-            logger.warning("MCP result too long: its run ended (request %s)", run.stats.request_id)
-            run.stop(outcome=RunOutcome.COMPLETED)
+    async for batch in run.batches():  # no keepalive of ours: the SDK pings the stream itself
+        if answer.too_long:  # what is kept is bounded: past it, the run ends and the result is an error
+            run.end_past_bound("MCP result")
         if progress is not None:
             for note in merged(batch):
                 sent += 1

@@ -245,19 +245,13 @@ class CompletionResponse(Response):
         completion = self._completion
         run = self._pending.start()
         self._pending = None
-        stopped = False
         try:
             listener = listen_for_the_client_leaving(run, receive)
             try:
                 # Everything the run sends is read into `completion`; only its end is awaited here.
-                while (batch := run.take_ready()) != []:
-                    if completion.too_long and not stopped:
-                        # What is kept is bounded: an answer past it is an error, and its run ends.
-                        stopped = True
-                        logger.warning("completion too long: its run ended (request %s)", self.stats.request_id)
-                        run.stop(outcome=RunOutcome.COMPLETED)
-                    elif batch is None:
-                        await run.ready()
+                async for _ in run.batches():
+                    if completion.too_long:  # what is kept is bounded: past it, an error, and the run ends
+                        run.end_past_bound("completion")
             finally:
                 listener.cancel()
             if not completion.ended or self.stats.outcome is RunOutcome.DISCONNECTED:
