@@ -241,8 +241,7 @@ def openrappter_context(context: CallContext) -> dict[str, object]:
 
 def _as_dict(slush: object) -> dict[str, object]:
     if isinstance(slush, DataSlush):
-        dumped: dict[str, Any] = slush.model_dump()  # openrappter's data_slush shape: source_agent, signals, ...
-        return dumped
+        return slush.model_dump()  # openrappter's data_slush shape: source_agent, signals, ...
     if isinstance(slush, Mapping):
         return dict(slush)
     return {"value": slush}
