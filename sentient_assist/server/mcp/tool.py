@@ -23,6 +23,7 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
@@ -39,6 +40,7 @@ from sentient_assist.protocol.events import (
     TextChunkEvent,
     dumps_json,
 )
+from sentient_assist.protocol.json_value import JSONObject
 from sentient_assist.protocol.request import (
     MAX_INTERACTIONS,
     Query,
@@ -76,7 +78,7 @@ def tool_name(agent: AbstractAgent) -> str:
     return name if _TOOL_NAME.fullmatch(name) else (_NOT_IN_A_TOOL_NAME.sub("_", name)[:128] or "agent")
 
 
-INPUT_SCHEMA: dict[str, Any] = {
+INPUT_SCHEMA: JSONObject = {
     "type": "object",
     "properties": {
         "prompt": {
@@ -104,7 +106,7 @@ INPUT_SCHEMA: dict[str, Any] = {
     },
     "required": ["prompt"],
 }
-OUTPUT_SCHEMA: dict[str, Any] = {
+OUTPUT_SCHEMA: JSONObject = {
     "type": "object",
     "properties": {
         "documents": {
@@ -183,7 +185,7 @@ class ToolCall:
         self.query = Query(id=ULID(), prompt=prompt)
 
 
-def _history(value: Any) -> list[tuple[str, str]]:
+def _history(value: object) -> list[tuple[str, str]]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -249,7 +251,7 @@ class ToolAnswer:
         self._answer: list[str] = []  # FINAL_RESPONSE text
         self._held: list[str] = []  # other text: the answer if no FINAL_RESPONSE comes
         self._held_from: object = None
-        self._documents: list[dict[str, Any]] = []
+        self._documents: list[JSONObject] = []
         self._pause: dict[str, Any] | None = None
         self._pause_text = ""
         self._error: ErrorContent | None = None
@@ -306,7 +308,7 @@ class ToolAnswer:
             self._error = self._error or TOO_LONG
         return False
 
-    def _paused(self, kind: PauseKind, content: dict[str, Any]) -> None:
+    def _paused(self, kind: PauseKind, content: Mapping[str, object]) -> None:
         question = content.get("question")
         question = question if isinstance(question, str) else ""
         pause: dict[str, Any] = {"kind": kind, "question": question}
