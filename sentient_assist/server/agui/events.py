@@ -65,6 +65,7 @@ from sentient_assist.protocol.events import (
     TextChunkEvent,
     dumps_json,
 )
+from sentient_assist.protocol.json_value import JSONValue
 from sentient_assist.runtime.channel import Channel
 from sentient_assist.runtime.pauses import PauseKind
 from sentient_assist.runtime.run import ChannelHook, RunStats
@@ -106,7 +107,7 @@ class AguiWriter:
         self._failure: ErrorContent | None = None
         self._interrupts: list[Interrupt] = []
         self._pending_calls: list[str] = []
-        self._result: Any = None
+        self._result: JSONValue = None
 
     def _bytes(self, *events: BaseEvent) -> bytes:
         return "".join(self._frame(event) for event in events).encode()

@@ -161,7 +161,7 @@ class ToolCall:
 
     __slots__ = ("query", "session", "history", "prompts")
 
-    def __init__(self, arguments: dict[str, Any] | None, agent_name: str) -> None:
+    def __init__(self, arguments: Mapping[str, object] | None, agent_name: str) -> None:
         arguments = arguments or {}
         prompt = arguments.get("prompt")
         if not isinstance(prompt, str):
@@ -252,7 +252,7 @@ class ToolAnswer:
         self._held: list[str] = []  # other text: the answer if no FINAL_RESPONSE comes
         self._held_from: object = None
         self._documents: list[JSONObject] = []
-        self._pause: dict[str, Any] | None = None
+        self._pause: dict[str, object] | None = None
         self._pause_text = ""
         self._error: ErrorContent | None = None
         self._kept = 0
@@ -278,7 +278,7 @@ class ToolAnswer:
             return name, event.content
         if type(event) is DocumentEvent:
             name = event.event_name
-            content: dict[str, Any] = event.content
+            content = event.content
             if name == names.ASK_USER or name == names.INTERRUPT:
                 self._paused("ask_user" if name == names.ASK_USER else "interrupt", content)
                 return None
@@ -311,7 +311,7 @@ class ToolAnswer:
     def _paused(self, kind: PauseKind, content: Mapping[str, object]) -> None:
         question = content.get("question")
         question = question if isinstance(question, str) else ""
-        pause: dict[str, Any] = {"kind": kind, "question": question}
+        pause: dict[str, object] = {"kind": kind, "question": question}
         lines = [question] if question else []
         choices = content.get("choices")
         if kind == "ask_user" and isinstance(choices, list) and all(isinstance(choice, str) for choice in choices):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -300,8 +299,8 @@ class Completion(AnswerReader):
         self.ended = True
         return b""
 
-    def body(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content)}
+    def body(self) -> dict[str, object]:
+        message: dict[str, object] = {"role": "assistant", "content": "".join(self._content)}
         if self._reasoning:
             message["reasoning_content"] = "".join(self._reasoning)
         return {
