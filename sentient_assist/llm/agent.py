@@ -13,7 +13,6 @@ import inspect
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from sentient_assist.llm.asking import ASK_TOOL, REFUSED, AskUser, Paused, Question, approves
 from sentient_assist.llm.client_tools import tools_for_run
@@ -69,10 +68,10 @@ class LLMAgent(AbstractAgent):
         name: str = "llm",
         description: str = "",
         system_prompt: str = "",
-        tools: Sequence[Tool | Callable[..., Any] | SupportsTool | Toolset] = (),
+        tools: Sequence[Tool | Callable[..., object] | SupportsTool | Toolset] = (),
         model_settings: ModelSettings | None = None,
         usage_limits: UsageLimits = UsageLimits(),
-        output_type: type[Any] | None = None,
+        output_type: type[object] | None = None,
         ask_user: AskUser | None = None,
     ) -> None:
         super().__init__(name)
@@ -85,7 +84,7 @@ class LLMAgent(AbstractAgent):
         self.model_settings = model_settings or ModelSettings()
         self.usage_limits = usage_limits
         # With an output type, the run ends with a validated value (an OUTPUT document); see llm/output.py.
-        self.output: OutputSpec[Any] | None = OutputSpec(output_type) if output_type is not None else None
+        self.output: OutputSpec[object] | None = OutputSpec(output_type) if output_type is not None else None
         # With AskUser, the model can ask the person: the run pauses, the answer resumes it (llm/asking.py).
         self.ask_user = ask_user
 

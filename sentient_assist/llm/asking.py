@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sentient_assist.llm.messages import ChatMessage, ToolCallRequest, ToolSpec
+from sentient_assist.protocol.json_value import JSONObject
 from sentient_assist.runtime.capability import CapabilityConfig
 
 ASK_TOOL = "ask_user"
@@ -101,7 +102,7 @@ class Paused:
     call: ToolCallRequest
     approval: bool
 
-    def state(self) -> dict[str, Any]:
+    def state(self) -> JSONObject:
         return {
             "messages": [_dumped(message) for message in self.messages],
             "call": _dumped_call(self.call),
@@ -109,7 +110,7 @@ class Paused:
         }
 
     @classmethod
-    def of(cls, state: Any) -> Paused | None:
+    def of(cls, state: object) -> Paused | None:
         """A pause's state back; None if it is not one of ours."""
         if not isinstance(state, dict) or not isinstance(state.get("messages"), list):
             return None
@@ -121,11 +122,11 @@ class Paused:
         return cls(messages, call, state.get("approval") is True)
 
 
-def _dumped_call(call: ToolCallRequest) -> dict[str, str]:
+def _dumped_call(call: ToolCallRequest) -> JSONObject:
     return {"id": call.id, "name": call.name, "arguments": call.arguments}
 
 
-def _dumped(message: ChatMessage) -> dict[str, Any]:
+def _dumped(message: ChatMessage) -> JSONObject:
     return {
         "role": message.role,
         "content": message.content,

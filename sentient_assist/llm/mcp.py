@@ -42,16 +42,17 @@ import re
 import shutil
 import sys
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from sentient_assist.extras import missing
 from sentient_assist.llm.asking import Approval
 from sentient_assist.llm.messages import ToolSpec
 from sentient_assist.llm.tools import DEFAULT_TOOL_TIMEOUT, Tool, ToolOutcome, Toolset
 from sentient_assist.protocol.events import dumps_json
+from sentient_assist.protocol.json_value import JSONObject, JSONValue
 from sentient_assist.tracing import current_tracing
 from sentient_assist.version import __version__
 
@@ -59,7 +60,9 @@ if TYPE_CHECKING:
     from typing import Self
 
     import mcp.types as mcp_types
+    from anyio import CancelScope
     from mcp import Client
+    from mcp.client import Transport
     from mcp.shared.exceptions import MCPError
     from mcp.shared.message import SessionMessage
 
@@ -217,7 +220,7 @@ class MCPToolset(Toolset):
             return self.approval.get(name)
         return self.approval
 
-    async def _call(self, tool: MCPTool, arguments: dict[str, Any]) -> ToolOutcome:
+    async def _call(self, tool: MCPTool, arguments: Mapping[str, object]) -> ToolOutcome:
         """One call on the session: opened again if it ended, and the call sent again once
         if its request cannot have run (or the tool says it may run twice)."""
         from mcp.shared.exceptions import MCPError
@@ -234,7 +237,7 @@ class MCPToolset(Toolset):
             if client is None:  # it ended since: open another
                 continue
             try:
-                answer = await client.call_tool(tool.remote_name, arguments, meta=_trace_context())
+                answer = await client.call_tool(tool.remote_name, dict(arguments), meta=_trace_context())
             except MCPError as exc:
                 if not _lost(exc):
                     return ToolOutcome(error=f"the MCP server refused the call: {exc.error.message}")
@@ -259,10 +262,10 @@ class MCPToolset(Toolset):
     def _describe(self) -> str:
         raise NotImplementedError
 
-    def _identity(self) -> tuple[Any, ...]:
+    def _identity(self) -> tuple[object, ...]:
         raise NotImplementedError
 
-    def _transport(self) -> AbstractAsyncContextManager[Any]:
+    def _transport(self) -> Transport:
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -314,11 +317,11 @@ class MCPServerStdio(MCPToolset):
         described = " ".join([self.command, *self.args])
         return described if len(described) <= 80 else described[:77] + "..."
 
-    def _identity(self) -> tuple[Any, ...]:
+    def _identity(self) -> tuple[object, ...]:
         env = tuple(sorted(self.env.items())) if self.env is not None else None
         return ("stdio", self.command, self.args, env, str(self.cwd) if self.cwd is not None else None)
 
-    def _transport(self) -> AbstractAsyncContextManager[Any]:
+    def _transport(self) -> Transport:
         from mcp.client.stdio import StdioServerParameters, get_default_environment, stdio_client
 
         environment = get_default_environment() | (self.env or {})
@@ -364,10 +367,10 @@ class MCPServerStreamableHTTP(MCPToolset):
         host, slash, path = rest.partition("/")
         return f"{scheme}://{host.rpartition('@')[2]}{slash}{path}"  # never its credentials
 
-    def _identity(self) -> tuple[Any, ...]:
+    def _identity(self) -> tuple[object, ...]:
         return ("http", self.url, tuple(sorted(self.headers.items())))
 
-    def _transport(self) -> AbstractAsyncContextManager[Any]:
+    def _transport(self) -> Transport:
         return _http_transport(self.url, self.headers)
 
 
@@ -422,10 +425,10 @@ class MCPTool(Tool):
     def spec(self) -> ToolSpec:
         return self._spec
 
-    def _arguments(self, raw: dict[str, Any]) -> dict[str, Any] | ToolOutcome:
+    def _arguments(self, raw: JSONObject) -> Mapping[str, object] | ToolOutcome:
         return raw  # the server checks them against its schema, and says what is wrong
 
-    async def _invoke(self, kwargs: dict[str, Any]) -> Any:
+    async def _invoke(self, kwargs: Mapping[str, object]) -> ToolOutcome:
         return await self.server._call(self, kwargs)
 
     def __repr__(self) -> str:
@@ -447,7 +450,7 @@ class _Connection:
         self.closing = False  # on purpose (aclose): nothing to warn of
         self.cause: BaseException | None = None  # why it ended, when it failed
         self._stop = asyncio.Event()
-        self._opening: Any = None  # the anyio cancel scope that bounds the opening
+        self._opening: CancelScope | None = None  # bounds the opening
         self.task = loop.create_task(self._own(server), name=f"MCP session: {self.label}")
 
     async def _own(self, server: MCPToolset) -> None:
@@ -542,28 +545,34 @@ def _retrieved(future: asyncio.Future[None]) -> None:
 
 
 @asynccontextmanager
-async def _watched(
-    transport: AbstractAsyncContextManager[Any], ended: Callable[[], None]
-) -> AsyncIterator[tuple[_EndWatch, Any]]:
+async def _watched(transport: Transport, ended: Callable[[], None]) -> AsyncIterator[tuple[_EndWatch, Any]]:
     """The transport, whose read stream calls `ended` when the server's messages end."""
     async with transport as (read, write):
         yield _EndWatch(read, ended), write
 
 
+class _ReadStream(Protocol):
+    """What _EndWatch uses of a transport's read stream."""
+
+    async def receive(self) -> SessionMessage | Exception: ...
+
+    async def aclose(self) -> None: ...
+
+
 class _EndWatch:
     """A transport's read stream that says when it ends (the SDK's client reads it)."""
 
-    def __init__(self, inner: Any, ended: Callable[[], None]) -> None:
+    def __init__(self, inner: _ReadStream, ended: Callable[[], None]) -> None:
         self._inner = inner
         self._ended = ended
 
     @property
-    def last_context(self) -> Any:  # the sender's context, which the SDK reads off some streams
+    def last_context(self) -> object:  # the sender's context, which the SDK reads off some streams
         return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> SessionMessage | Exception:
         try:
-            item: SessionMessage | Exception = await self._inner.receive()
+            item = await self._inner.receive()
         except Exception:  # EndOfStream, or the stream closed under the reader
             self._ended()
             raise
@@ -604,7 +613,7 @@ async def _all_tools(client: Client) -> list[mcp_types.Tool]:
     return tools
 
 
-def _outcome(answer: mcp_types.CallToolResult, output_schema: dict[str, Any] | None) -> ToolOutcome:
+def _outcome(answer: mcp_types.CallToolResult, output_schema: Mapping[str, object] | None) -> ToolOutcome:
     """A server's answer as the call's outcome: the text (or the structured content) for the
     model, pictures and resources described in a line each; whole in TOOL_RESULT."""
     from mcp.types import TextContent
@@ -622,7 +631,7 @@ def _outcome(answer: mcp_types.CallToolResult, output_schema: dict[str, Any] | N
     elif text:
         parts.append(text)
     parts += [_described(block) for block in others]
-    result: Any = structured if structured is not None else text
+    result: JSONValue = structured if structured is not None else text
     if others:
         result = {
             **({"text": text} if text else {}),
@@ -634,7 +643,7 @@ def _outcome(answer: mcp_types.CallToolResult, output_schema: dict[str, Any] | N
     return ToolOutcome(result=result, for_model="\n".join(parts))
 
 
-def _unwrapped(structured: Any, output_schema: dict[str, Any] | None) -> Any:
+def _unwrapped(structured: JSONValue, output_schema: Mapping[str, object] | None) -> JSONValue:
     """Structured content as the tool's function returned it: an SDK server wraps a value
     that is not an object (an int, a list) as {"result": value}."""
     if not isinstance(structured, dict) or set(structured) != {"result"}:
@@ -645,7 +654,7 @@ def _unwrapped(structured: Any, output_schema: dict[str, Any] | None) -> Any:
     return structured
 
 
-def _restates(text: str, structured: Any, unwrapped: Any) -> bool:
+def _restates(text: str, structured: object, unwrapped: object) -> bool:
     """Whether the text is the structured content written out (as the spec asks servers to)."""
     import json
 

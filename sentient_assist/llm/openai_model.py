@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 import orjson
@@ -31,12 +31,14 @@ from sentient_assist.llm.messages import ChatMessage, ModelEvent, ReasoningDelta
 from sentient_assist.llm.model import ModelSettings
 from sentient_assist.llm.redaction import masked_excerpt
 from sentient_assist.protocol.conventions import TokenUsage
+from sentient_assist.protocol.json_value import JSONObject
 from sentient_assist.runtime.errors import ModelProviderError, SettingsError
 from sentient_assist.runtime.request_context import current_request_id
 from sentient_assist.tracing import current_tracing
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span
+    from pydantic import SecretStr
 
     from sentient_assist.runtime.tracing import Tracing
 
@@ -53,6 +55,22 @@ _MAX_RETRY_AFTER = 120.0  # a provider's Retry-After is honoured up to two minut
 _MAX_SENT_SCANNED = 100_000  # characters of what we sent that a provider's message is masked against
 _MAX_PROVIDER_MESSAGE = 300  # characters of the provider's message in the log
 _MAX_PROVIDER_FIELD = 80  # of its error's type and code
+
+
+class ModelEndpointSettings(Protocol):
+    """What `OpenAIChatModel.from_settings` reads of the service's Settings."""
+
+    @property
+    def model_name(self) -> str | None: ...
+
+    @property
+    def model_base_url(self) -> str | None: ...
+
+    @property
+    def model_api_key(self) -> SecretStr | None: ...
+
+    @property
+    def model_timeout(self) -> float: ...
 
 
 class OpenAIChatModel:
@@ -90,7 +108,7 @@ class OpenAIChatModel:
         self._sessions = SessionPerLoop(self, _new_session)
 
     @classmethod
-    def from_settings(cls, settings: Any) -> OpenAIChatModel:
+    def from_settings(cls, settings: ModelEndpointSettings) -> OpenAIChatModel:
         """From MODEL_NAME, MODEL_BASE_URL, MODEL_API_KEY and MODEL_TIMEOUT."""
         if not settings.model_name:
             raise SettingsError(
@@ -209,7 +227,7 @@ class OpenAIChatModel:
     def _request_body(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec], settings: ModelSettings
     ) -> bytes:
-        request: dict[str, Any] = {
+        request: JSONObject = {
             "model": self.name,
             "messages": [_to_openai(message) for message in messages],
             "stream": True,
@@ -272,11 +290,11 @@ class OpenAIChatModel:
                 continue
             raise _ProviderFailed.of_status(response, text)
 
-    def _failure_fields(self, failed: _ProviderFailed, sent: list[str]) -> dict[str, Any]:
+    def _failure_fields(self, failed: _ProviderFailed, sent: list[str]) -> dict[str, object]:
         """The log line's fields, what an operator needs: never the request, and the provider's own
         words with anything like a key, and anything we sent it, masked."""
         failure, said = failed.failure, failed.said
-        fields: dict[str, Any] = {
+        fields: dict[str, object] = {
             "request_id": current_request_id(),
             "model": self.name,
             "kind": failure.kind,
@@ -524,7 +542,7 @@ class _Failure:
 
     def error(self) -> ModelProviderError:
         """The error the client gets: our message; the status, our request id and retry hints in `details`."""
-        details: dict[str, Any] = {}
+        details: dict[str, object] = {}
         if self.status is not None:
             details["status"] = self.status
         request_id = current_request_id()
@@ -544,7 +562,7 @@ class _ProviderSaid:
     cause: BaseException | None = None  # the transport's own error
 
     @classmethod
-    def of_error_object(cls, error: Any, fallback: str, request_id: str | None) -> _ProviderSaid:
+    def of_error_object(cls, error: object, fallback: str, request_id: str | None) -> _ProviderSaid:
         """An OpenAI error object (`{"message", "type", "code"}`), or whatever body stood in for one."""
         if isinstance(error, dict):
             message = error.get("message")
@@ -571,9 +589,10 @@ class _ProviderFailed(Exception):
 
     @classmethod
     def of_status(cls, response: aiohttp.ClientResponse, text: str) -> _ProviderFailed:
-        body: Any = text.strip()
+        stripped = text.strip()
+        body: object = stripped
         try:
-            body = orjson.loads(body)
+            body = orjson.loads(stripped)
         except orjson.JSONDecodeError:
             pass
         error = body.get("error", body) if isinstance(body, dict) else body
@@ -593,7 +612,7 @@ class _ProviderFailed(Exception):
         return cls(_failure_of(transport=exc), said)
 
     @classmethod
-    def of_stream(cls, error: Any, response: aiohttp.ClientResponse, message: str | None = None) -> _ProviderFailed:
+    def of_stream(cls, error: object, response: aiohttp.ClientResponse, message: str | None = None) -> _ProviderFailed:
         """An error object in the middle of the stream, or a line that cannot be read."""
         request_id = response.headers.get("x-request-id")
         if message is not None:
@@ -702,10 +721,10 @@ def _sent_texts(messages: Sequence[ChatMessage]) -> list[str]:
     return texts
 
 
-def _to_openai(message: ChatMessage) -> dict[str, Any]:
+def _to_openai(message: ChatMessage) -> JSONObject:
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
-    entry: dict[str, Any] = {"role": message.role, "content": message.content}
+    entry: JSONObject = {"role": message.role, "content": message.content}
     if message.tool_calls:
         entry["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}

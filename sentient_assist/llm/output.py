@@ -13,11 +13,12 @@ process, reads it back as the LLMAgent's own `output_type` without being told.
 from __future__ import annotations
 
 import json
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from sentient_assist.llm.messages import ToolCallRequest, ToolSpec
+from sentient_assist.protocol.json_value import JSONValue
 
 OUTPUT_TOOL = "final_result"
 _WRAPPED = "result"
@@ -45,7 +46,7 @@ class OutputSpec(Generic[T]):
     def validate(self, arguments: str) -> T:
         """The value the model gave as `final_result`'s arguments; ValueError says what is wrong."""
         try:
-            data: Any = json.loads(arguments or "{}")
+            data: object = json.loads(arguments or "{}")
         except json.JSONDecodeError as exc:
             raise ValueError(f"the arguments are not JSON: {exc}") from None
         if self._wrapped:
@@ -57,9 +58,10 @@ class OutputSpec(Generic[T]):
         except ValidationError as exc:
             raise ValueError(_errors_for_model(exc)) from None
 
-    def dump(self, value: T) -> Any:
+    def dump(self, value: T) -> JSONValue:
         """The value as JSON data, for the OUTPUT document."""
-        return self._adapter.dump_python(value, mode="json")
+        dumped: JSONValue = self._adapter.dump_python(value, mode="json")
+        return dumped
 
 
 def output_call(calls: list[ToolCallRequest]) -> ToolCallRequest | None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from sentient_assist.llm.messages import ChatMessage, ModelEvent, ReasoningDelta, TextDelta, ToolCallRequest, ToolSpec
 from sentient_assist.llm.model import ModelSettings
@@ -18,7 +17,7 @@ from sentient_assist.runtime.errors import ModelProviderError
 @dataclass(frozen=True)
 class ScriptedCall:
     name: str
-    arguments: dict[str, Any] = field(default_factory=dict)
+    arguments: Mapping[str, object] = field(default_factory=dict)
     id: str | None = None
 
 

@@ -9,8 +9,8 @@ import inspect
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol, overload, runtime_checkable
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from typing import Any, NoReturn, Protocol, cast, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
@@ -18,6 +18,7 @@ from pydantic_core import to_jsonable_python
 from sentient_assist.llm.asking import Approval
 from sentient_assist.llm.messages import ToolSpec
 from sentient_assist.protocol.events import dumps_json
+from sentient_assist.protocol.json_value import JSONObject, JSONValue
 from sentient_assist.runtime.errors import ToolError
 from sentient_assist.tracing import current_tracing
 
@@ -34,7 +35,7 @@ class ToolOutcome(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    result: Any = None
+    result: JSONValue = None
     error: str | None = None
     error_for_model: str | None = None
     for_model: str | None = None
@@ -54,7 +55,7 @@ class Tool:
 
     def __init__(
         self,
-        function: Callable[..., Any],
+        function: Callable[..., object],
         *,
         name: str | None = None,
         description: str | None = None,
@@ -120,7 +121,7 @@ class Tool:
             return ToolOutcome(error="the tool's result cannot be written as JSON (not a finite number, or too large)")
         return ToolOutcome(result=result)
 
-    def _arguments(self, raw: dict[str, Any]) -> dict[str, Any] | ToolOutcome:
+    def _arguments(self, raw: JSONObject) -> Mapping[str, object] | ToolOutcome:
         """The call's keyword arguments, validated against the function's signature."""
         try:
             arguments = self._arguments_model.model_validate(raw)
@@ -128,10 +129,10 @@ class Tool:
             return ToolOutcome(error="invalid arguments: " + _summary(exc))
         return {name: getattr(arguments, name) for name in type(arguments).model_fields}
 
-    async def _invoke(self, kwargs: dict[str, Any]) -> Any:
+    async def _invoke(self, kwargs: Mapping[str, object]) -> object:
         """Run the function: a sync one in a thread, so that it cannot hold the event loop."""
         if self._is_async:
-            return await self.function(**kwargs)
+            return await cast(Awaitable[object], self.function(**kwargs))
         return await asyncio.to_thread(self.function, **kwargs)
 
     def __repr__(self) -> str:
@@ -273,7 +274,7 @@ def _position(where: str) -> int:
     return int(digits) if digits.isdigit() else 0
 
 
-def arguments_object(arguments: str) -> dict[str, Any]:
+def arguments_object(arguments: str) -> JSONObject:
     """A tool call's arguments as an object (for TOOL_CALL); text that is not a JSON object,
     or holds what JSON cannot carry (NaN, Infinity), is kept raw under `_raw`."""
     try:
@@ -284,12 +285,12 @@ def arguments_object(arguments: str) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"_raw": arguments}
 
 
-def _no_constant(name: str) -> Any:
+def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
 @overload
-def tool(function: Callable[..., Any], /) -> Tool: ...
+def tool(function: Callable[..., object], /) -> Tool: ...
 
 
 @overload
@@ -299,28 +300,28 @@ def tool(
     description: str | None = None,
     timeout: float = DEFAULT_TOOL_TIMEOUT,
     approval: Approval | None = None,
-) -> Callable[[Callable[..., Any]], Tool]: ...
+) -> Callable[[Callable[..., object]], Tool]: ...
 
 
 def tool(
-    function: Callable[..., Any] | None = None,
+    function: Callable[..., object] | None = None,
     /,
     *,
     name: str | None = None,
     description: str | None = None,
     timeout: float = DEFAULT_TOOL_TIMEOUT,
     approval: Approval | None = None,
-) -> Tool | Callable[[Callable[..., Any]], Tool]:
+) -> Tool | Callable[[Callable[..., object]], Tool]:
     """Make a function (sync or async) a Tool: `@tool`, `@tool(timeout=5)`, or
     `@tool(approval=Approval())` for one that runs only once a person approves the call."""
 
-    def wrap(fn: Callable[..., Any]) -> Tool:
+    def wrap(fn: Callable[..., object]) -> Tool:
         return Tool(fn, name=name, description=description, timeout=timeout, approval=approval)
 
     return wrap(function) if function is not None else wrap
 
 
-def _arguments_model(function: Callable[..., Any], name: str, docs: dict[str, str]) -> type[BaseModel]:
+def _arguments_model(function: Callable[..., object], name: str, docs: dict[str, str]) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for parameter in inspect.signature(function).parameters.values():
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):

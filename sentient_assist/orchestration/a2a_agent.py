@@ -22,6 +22,7 @@ import asyncio
 import logging
 import re
 import uuid
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -29,6 +30,7 @@ import httpx
 
 from sentient_assist.facade.transport import without_credentials
 from sentient_assist.protocol import conventions as names
+from sentient_assist.protocol.request import Query
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.response_handler import ResponseHandler
 from sentient_assist.runtime.session import Session
@@ -36,7 +38,7 @@ from sentient_assist.runtime.text_stream import StreamEventEmitter
 from sentient_assist.tracing import current_tracing
 
 try:
-    from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+    from a2a.client import A2ACardResolver, Client, ClientConfig, ClientFactory
     from a2a.helpers import get_data_parts, get_text_parts
     from a2a.types.a2a_pb2 import (
         AgentCard,
@@ -135,7 +137,7 @@ class A2AAgent(AbstractAgent):
             inject_current(headers)
         return httpx.AsyncClient(timeout=self._timeout, headers=headers)
 
-    async def assist(self, session: Session, query: Any, response_handler: ResponseHandler) -> None:
+    async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
         resumed = session.resumed
         state = resumed.state if resumed is not None else None
         a2a_state = state.get("a2a") if isinstance(state, dict) else None
@@ -170,7 +172,7 @@ class A2AAgent(AbstractAgent):
         return f"the A2A agent at {self._shown_url} failed: {_one_line(str(failure)) or type(failure).__name__}"
 
 
-async def _cancel_quietly(client: Any, task_id: str) -> None:
+async def _cancel_quietly(client: Client, task_id: str) -> None:
     """Cancel the remote task of a run that was stopped; what it answers does not matter."""
     if not task_id:
         return
@@ -250,10 +252,10 @@ class _RemoteAnswer:
         for data in get_data_parts(artifact.parts):
             await self._document(name or ARTIFACT, data if name else {"name": artifact.name, "data": data})
 
-    async def _document(self, name: str, data: Any) -> None:
+    async def _document(self, name: str, data: object) -> None:
         await self.handler.emit_json(name, data if isinstance(data, dict) else {"data": data})
 
-    async def _error(self, data: dict[str, Any]) -> None:
+    async def _error(self, data: Mapping[str, object]) -> None:
         self.errored = True
         message = data.get("error_message")
         code = data.get("error_code")

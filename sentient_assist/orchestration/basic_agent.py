@@ -32,14 +32,15 @@ import asyncio
 import contextvars
 import inspect
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from sentient_assist.llm.messages import ToolSpec
 from sentient_assist.llm.tools import DEFAULT_TOOL_TIMEOUT, Tool, ToolOutcome
 from sentient_assist.orchestration.calls import current_context, in_a_call, publish_slush
 from sentient_assist.orchestration.context import CallContext, DataSlush, build_context
+from sentient_assist.protocol.json_value import JSONObject, JSONValue
 from sentient_assist.protocol.request import Query
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.response_handler import ResponseHandler
@@ -48,7 +49,7 @@ from sentient_assist.runtime.session import Session
 RESULT_EVENT = "RESULT"
 _ANSWER_KEYS = ("response", "message", "result")
 
-_context: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("basic_agent_context", default=None)
+_context: contextvars.ContextVar[dict[str, object] | None] = contextvars.ContextVar("basic_agent_context", default=None)
 
 
 class BasicAgent(AbstractAgent):
@@ -64,7 +65,7 @@ class BasicAgent(AbstractAgent):
         metadata.setdefault("parameters", {"type": "object", "properties": {}})
         self.metadata = metadata
         self.description = str(metadata["description"])
-        self._last_data_slush: Any = None
+        self._last_data_slush: JSONValue = None
 
     def as_tool(self) -> Tool:
         """This agent as a tool of an LLMAgent (`agent_tool(self)`): what `LLMAgent(tools=[agent])` makes of it."""
@@ -72,11 +73,11 @@ class BasicAgent(AbstractAgent):
 
     # --- openrappter's API ------------------------------------------------------------
 
-    def perform(self, **kwargs: Any) -> Any:
+    def perform(self, **kwargs: Any) -> object:
         """Override: the agent's work. The context is `self.context`; return JSON (a str or a dict)."""
         raise NotImplementedError(f"{type(self).__name__} must define perform(**kwargs)")
 
-    def execute(self, **kwargs: Any) -> Any:
+    def execute(self, **kwargs: Any) -> object:
         """Slosh, perform, then keep the result's `data_slush` (see the module's docstring).
         With an async `perform`, a coroutine: the context is set where it is awaited."""
         upstream = kwargs.pop("upstream_slush", None)
@@ -90,16 +91,16 @@ class BasicAgent(AbstractAgent):
         self._keep_slush(result)
         return result
 
-    async def _execute_async(self, upstream: Any, kwargs: dict[str, Any]) -> Any:
+    async def _execute_async(self, upstream: object, kwargs: dict[str, object]) -> object:
         token = _context.set(self._sloshed(upstream, kwargs))
         try:
-            result = await self.perform(**kwargs)
+            result = await cast(Awaitable[object], self.perform(**kwargs))  # an async perform
         finally:
             _context.reset(token)
         self._keep_slush(result)
         return result
 
-    def _sloshed(self, upstream: Any, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    def _sloshed(self, upstream: object, kwargs: Mapping[str, object]) -> dict[str, object]:
         context = self.slosh(_query_text(kwargs))
         if upstream is not None:
             context["upstream_slush"] = _as_dict(upstream)
@@ -118,24 +119,24 @@ class BasicAgent(AbstractAgent):
         if parts[0] == "upstream_slush" and len(parts) > 1 and isinstance(upstream, Mapping):
             if parts[1] not in upstream and isinstance(upstream.get("signals"), Mapping):
                 parts.insert(1, "signals")
-        value: Any = self.context
+        value: object = self.context
         for part in parts:
             if not isinstance(value, Mapping) or part not in value:
                 return default
             value = value[part]
         return value
 
-    def slosh(self, query: str = "") -> dict[str, Any]:
+    def slosh(self, query: str = "") -> dict[str, object]:
         """The context for `query`: the orchestrated call's own when there is one (its history
         and upstream slush), else built from the query alone. Cheap and bounded (no model)."""
         called = current_context()  # the call's, or the served request's
         return openrappter_context(called or build_context(query))
 
     def slush_out(
-        self, *, agent_name: str | None = None, confidence: float | None = None, signals: Any = None, **extra: Any
-    ) -> dict[str, Any]:
+        self, *, agent_name: str | None = None, confidence: float | None = None, signals: object = None, **extra: object
+    ) -> dict[str, object]:
         """A `data_slush` dict for the next agent, as openrappter builds it."""
-        slush: dict[str, Any] = {"source_agent": agent_name or self.name, "timestamp": datetime.now().isoformat()}
+        slush: dict[str, object] = {"source_agent": agent_name or self.name, "timestamp": datetime.now().isoformat()}
         orientation = self.context.get("orientation")
         if orientation:
             slush["orientation"] = {"confidence": orientation["confidence"], "approach": orientation["approach"]}
@@ -147,7 +148,7 @@ class BasicAgent(AbstractAgent):
         return slush
 
     @property
-    def last_data_slush(self) -> Any:
+    def last_data_slush(self) -> JSONValue:
         """The `data_slush` of the last `execute()` of this agent (None if it left none)."""
         return self._last_data_slush
 
@@ -157,13 +158,13 @@ class BasicAgent(AbstractAgent):
         result = await self.run_execute(**_kwargs_of(query.prompt))
         await self._answer(result, response_handler)
 
-    async def run_execute(self, **kwargs: Any) -> Any:
+    async def run_execute(self, **kwargs: Any) -> object:
         """`execute()` from async code: an async `perform` awaited, a sync one in a thread."""
         if inspect.iscoroutinefunction(self.perform):
-            return await self.execute(**kwargs)
+            return await cast(Awaitable[object], self.execute(**kwargs))  # _execute_async's coroutine
         return await asyncio.to_thread(self.execute, **kwargs)
 
-    async def _answer(self, result: Any, handler: ResponseHandler) -> None:
+    async def _answer(self, result: object, handler: ResponseHandler) -> None:
         parsed = _parsed(result)
         slush = self._last_data_slush
         if slush is not None and in_a_call():  # what it leaves goes on to the next agent
@@ -180,7 +181,7 @@ class BasicAgent(AbstractAgent):
             await stream.complete()
         await handler.complete()
 
-    def _keep_slush(self, result: Any) -> None:
+    def _keep_slush(self, result: object) -> None:
         parsed = _parsed(result)
         self._last_data_slush = parsed.get("data_slush") if isinstance(parsed, dict) else None
 
@@ -209,16 +210,16 @@ class _AgentTool(Tool):
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, parameters=self._parameters)
 
-    def _arguments(self, raw: dict[str, Any]) -> dict[str, Any] | ToolOutcome:
+    def _arguments(self, raw: JSONObject) -> Mapping[str, object] | ToolOutcome:
         return raw  # as openrappter passes them: the agent's perform() checks its own
 
-    async def _invoke(self, kwargs: dict[str, Any]) -> Any:
+    async def _invoke(self, kwargs: Mapping[str, object]) -> object:
         result = await self.agent.run_execute(**kwargs)
         parsed = _parsed(result)
         return parsed if parsed is not None else result
 
 
-def openrappter_context(context: CallContext) -> dict[str, Any]:
+def openrappter_context(context: CallContext) -> dict[str, object]:
     """A CallContext as openrappter's agents read it (`temporal`, `query` and its older name
     `query_signals`, `memory`, `memory_echoes`, `behavioral`, `orientation`, and
     `upstream_slush` in the shape of a `data_slush`: `source_agent`, `signals`, `confidence`)."""
@@ -238,16 +239,15 @@ def openrappter_context(context: CallContext) -> dict[str, Any]:
     }
 
 
-def _as_dict(slush: Any) -> dict[str, Any]:
+def _as_dict(slush: object) -> dict[str, object]:
     if isinstance(slush, DataSlush):
-        dumped: dict[str, Any] = slush.model_dump()  # openrappter's data_slush shape: source_agent, signals, ...
-        return dumped
+        return slush.model_dump()  # openrappter's data_slush shape: source_agent, signals, ...
     if isinstance(slush, Mapping):
         return dict(slush)
     return {"value": slush}
 
 
-def _query_text(kwargs: Mapping[str, Any]) -> str:
+def _query_text(kwargs: Mapping[str, object]) -> str:
     for key in ("query", "request", "user_input"):
         value = kwargs.get(key)
         if value is not None:
@@ -255,7 +255,7 @@ def _query_text(kwargs: Mapping[str, Any]) -> str:
     return ""
 
 
-def _kwargs_of(prompt: str) -> dict[str, Any]:
+def _kwargs_of(prompt: str) -> JSONObject:
     stripped = prompt.strip()
     if stripped.startswith("{"):
         try:
@@ -267,7 +267,7 @@ def _kwargs_of(prompt: str) -> dict[str, Any]:
     return {"query": prompt}
 
 
-def _parsed(result: Any) -> Any:
+def _parsed(result: object) -> object:
     if isinstance(result, str):
         try:
             return json.loads(result)

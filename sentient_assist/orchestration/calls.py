@@ -173,7 +173,7 @@ async def call_agent(
     *,
     history: Iterable[Message] = (),
     forward: Forwarder | None = None,
-    upstream_slush: DataSlush | Mapping[str, Any] | None = None,
+    upstream_slush: DataSlush | Mapping[str, object] | None = None,
     caller: str | None = None,
     policy: CallPolicy | None = None,
 ) -> CallResult:

@@ -116,7 +116,7 @@ class DataSlush(_Signals):
     confidence: float = Field(0.5, ge=0, le=1)
 
     @classmethod
-    def of(cls, value: DataSlush | Mapping[str, Any]) -> DataSlush:
+    def of(cls, value: DataSlush | Mapping[str, object]) -> DataSlush:
         """A DataSlush, or openrappter's plain `data_slush` dict (`source_agent`, `signals`,
         `confidence`, or just the signals themselves)."""
         if isinstance(value, DataSlush):
@@ -151,7 +151,7 @@ class CallContext(_Signals):
             parts[0] = "behavioural"
         if parts[0] == "upstream_slush" and len(parts) > 1 and parts[1] not in DataSlush.model_fields:
             parts.insert(1, "signals")  # upstream_slush.<key>: one of its signals
-        value: Any = self
+        value: object = self
         for part in parts:
             if isinstance(value, BaseModel):
                 value = getattr(value, part, None)

@@ -8,7 +8,6 @@ agent = RouterAgent(router)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from sentient_assist.orchestration.calls import CallPolicy, call_agent, current_context, in_a_call, publish_slush
 from sentient_assist.orchestration.context import build_context
@@ -49,7 +48,7 @@ class RouterAgent(AbstractAgent):
         *,
         policy: CallPolicy | None = None,
         time_zone: str = "UTC",
-        metadata: Callable[[Session, Query], Mapping[str, Any]] | None = None,
+        metadata: Callable[[Session, Query], Mapping[str, object]] | None = None,
     ) -> None:
         super().__init__(name)
         if description is not None:
@@ -112,7 +111,7 @@ class RouterAgent(AbstractAgent):
 CHANNEL = "assist"  # the channel of a request that came to /assist
 
 
-def _who_and_where(session: Session, given: Mapping[str, Any]) -> tuple[str | None, str, tuple[str, ...]]:
+def _who_and_where(session: Session, given: Mapping[str, object]) -> tuple[str | None, str, tuple[str, ...]]:
     """A request's sender, channel and groups, for the rules: the metadata hook's, else the
     sender and the recipients of the chat's last recorded request (as Sentient Chat keeps
     them), and the channel "assist"."""

@@ -74,7 +74,7 @@ class Rule:
     channel: str | None = None
     group: str | None = None
     processor_id: str | None = None
-    metadata: Mapping[str, Any] | None = None
+    metadata: Mapping[str, object] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -213,7 +213,7 @@ class Router:
         prompt: str,
         *,
         processor_id: str | None = None,
-        metadata: Mapping[str, Any] | None = None,
+        metadata: Mapping[str, object] | None = None,
         sender: str | None = None,
         channel: str | None = None,
         groups: Iterable[str] = (),
@@ -227,7 +227,7 @@ class Router:
                 return Route(entry.rule.agent, entry.rule)
         return Route(self.default) if self.default is not None else None
 
-    def _matches(self, entry: _Entry, text: str, request: _Request, flat: Mapping[str, Any]) -> bool:
+    def _matches(self, entry: _Entry, text: str, request: _Request, flat: Mapping[str, object]) -> bool:
         rule = entry.rule
         # The cheap conditions first: the regex search runs only if they all hold.
         if rule.processor_id is not None and rule.processor_id != request.processor_id:
@@ -255,7 +255,7 @@ class Router:
         return True
 
 
-def flatten(data: Mapping[str, Any] | BaseModel, prefix: str = "") -> dict[str, Any]:
+def flatten(data: Mapping[str, object] | BaseModel, prefix: str = "") -> dict[str, object]:
     """Nested mappings as one flat dict of dot paths; each inner mapping keeps its own path too.
 
     `{"query": {"is_question": True}}` -> `{"query": {...}, "query.is_question": True}`.
@@ -263,7 +263,7 @@ def flatten(data: Mapping[str, Any] | BaseModel, prefix: str = "") -> dict[str, 
     """
     if isinstance(data, BaseModel):
         data = data.model_dump()
-    flat: dict[str, Any] = {}
+    flat: dict[str, object] = {}
     for key, value in data.items():
         path = f"{prefix}{key}"
         if isinstance(value, BaseModel):
@@ -274,14 +274,16 @@ def flatten(data: Mapping[str, Any] | BaseModel, prefix: str = "") -> dict[str, 
     return flat
 
 
-def request_metadata(context: CallContext | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def request_metadata(
+    context: CallContext | None = None, extra: Mapping[str, object] | None = None
+) -> dict[str, object]:
     """A request's metadata for routing: its CallContext signals by dot path, `extra` laid over them."""
     metadata = flatten(context) if context is not None else {}
     metadata.update(flatten(extra or {}))
     return metadata
 
 
-def _normal(value: Any) -> Any:
+def _normal(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return tuple(_normal(item) for item in value)
     if isinstance(value, Mapping):
@@ -289,7 +291,7 @@ def _normal(value: Any) -> Any:
     return value
 
 
-def _equal(actual: Any, wanted: Any) -> bool:
+def _equal(actual: object, wanted: object) -> bool:
     # True must not match 1, nor a list a tuple of other items: equal means equal in kind.
     if isinstance(actual, bool) or isinstance(wanted, bool):
         return isinstance(actual, bool) and isinstance(wanted, bool) and actual == wanted

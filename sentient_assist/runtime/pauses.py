@@ -73,7 +73,7 @@ class Pause:
     source: str  # the agent that paused: its name, as the service that ran it knows it
     digest: str  # of the conversation's prompts, the paused one last: the conversation it belongs to
     question: str = ""
-    state: Any = None  # the agent's own, JSON: where to go on from
+    state: object = None  # the agent's own, JSON: where to go on from
     id: str = field(default_factory=new_pause_id)  # this pause's own: it is answered once
     issued: float = field(default=0.0, compare=False)  # when it was sealed (verified tokens: the token's time)
 
@@ -104,7 +104,7 @@ class PauseContext:
         self.prompt = prompt
         self.sealer = sealer
 
-    def token(self, kind: PauseKind, question: str, state: Any) -> str:
+    def token(self, kind: PauseKind, question: str, state: object) -> str:
         """A token for a pause of this response, sealed by its service's sealer."""
         session, pauses = self.session, self.sealer
         pause = Pause(

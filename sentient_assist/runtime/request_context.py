@@ -13,17 +13,23 @@ costs every open stream its share of the context's storage.
 from __future__ import annotations
 
 import contextvars
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sentient_assist.runtime.pauses import PauseSealer
+    from sentient_assist.runtime.session import Session
 
 
 class RequestScope:
     __slots__ = ("request_id", "agent", "prompt", "session", "sealer")
 
     def __init__(
-        self, request_id: str, agent: str | None, prompt: str | None, session: Any, sealer: PauseSealer | None = None
+        self,
+        request_id: str,
+        agent: str | None,
+        prompt: str | None,
+        session: Session | None,
+        sealer: PauseSealer | None = None,
     ) -> None:
         self.request_id = request_id
         self.agent = agent
@@ -47,10 +53,10 @@ def current_agent() -> str | None:
     return scope.agent if scope is not None else None
 
 
-def current_question() -> tuple[str, Any] | None:
+def current_question() -> tuple[str, Session] | None:
     """The prompt and the session of the run this code is part of; None outside a run."""
     scope = _scope.get()
-    if scope is None or scope.prompt is None:
+    if scope is None or scope.prompt is None or scope.session is None:
         return None
     return scope.prompt, scope.session
 
@@ -66,7 +72,7 @@ def context_for_request(
     request_id: str,
     agent: str | None = None,
     prompt: str | None = None,
-    session: Any = None,
+    session: Session | None = None,
     sealer: PauseSealer | None = None,
 ) -> contextvars.Context:
     """A copy of the current context holding this run's scope: for the agent's task

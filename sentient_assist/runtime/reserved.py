@@ -9,12 +9,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from pydantic import ConfigDict, ValidationError
 
 from sentient_assist.protocol import conventions as names
 from sentient_assist.protocol.conventions import StagePayload
+from sentient_assist.protocol.json_value import JSONObject
 from sentient_assist.runtime.errors import AgentError
 
 NO_RESULT = "no result: the run ended before this tool call was answered"
@@ -27,7 +28,7 @@ class _SentStage(StagePayload):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
 
-def checked_stage(content: dict[str, Any]) -> dict[str, Any]:
+def checked_stage(content: Mapping[str, object]) -> JSONObject:
     """The STAGE document as sent, or AgentError naming what in it could hold contents."""
     try:
         stage = _SentStage.model_validate(content)
@@ -44,8 +45,7 @@ def checked_stage(content: dict[str, Any]) -> dict[str, Any]:
                 f"STAGE {field} must be a one-line label of at most {MAX_STAGE_LABEL} characters "
                 "(a stage carries labels and integer counts, never contents)"
             )
-    dumped: dict[str, Any] = stage.model_dump(mode="json")
-    return dumped
+    return stage.model_dump(mode="json")
 
 
 class OpenToolCalls:
@@ -56,7 +56,7 @@ class OpenToolCalls:
     def __init__(self) -> None:
         self._calls: dict[str, str] = {}  # id -> tool name
 
-    def sent(self, event_name: str, content: dict[str, Any]) -> None:
+    def sent(self, event_name: str, content: Mapping[str, object]) -> None:
         """Note a TOOL_CALL or TOOL_RESULT document on its way out."""
         call_id = content.get("id")
         if event_name == names.TOOL_RESULT:
@@ -68,7 +68,7 @@ class OpenToolCalls:
         if isinstance(call_id, str) and isinstance(name, str) and isinstance(content.get("arguments"), dict):
             self._calls[call_id] = name
 
-    def unanswered(self) -> list[dict[str, Any]]:
+    def unanswered(self) -> list[JSONObject]:
         """The TOOL_RESULT contents that answer every open call with NO_RESULT; none are open after."""
         calls, self._calls = self._calls, {}
         return [{"id": call_id, "name": name, "result": None, "error": NO_RESULT} for call_id, name in calls.items()]

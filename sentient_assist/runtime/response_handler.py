@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
@@ -22,6 +22,7 @@ from sentient_assist.protocol.events import (
     TextChunkEvent,
     dumps_json,
 )
+from sentient_assist.protocol.json_value import JSONObject
 from sentient_assist.protocol.request import MAX_NAME_LENGTH, event_size_error
 from sentient_assist.runtime.agent import Identity
 from sentient_assist.runtime.errors import AgentError, ResponseStreamClosedError
@@ -59,7 +60,7 @@ def _check_forwarded_sizes(event: ResponseEvent) -> None:
         raise AgentError(f"a forwarded event's {where} is too long for the history it goes back in{most}")
 
 
-def _check_json_object(what: str, data: object) -> dict[str, Any]:
+def _check_json_object(what: str, data: object) -> JSONObject:
     if not isinstance(data, Mapping):
         raise AgentError(f"{what} must be a JSON object (a dict), got {type(data).__name__}")
     data = dict(data)
@@ -70,7 +71,7 @@ def _check_json_object(what: str, data: object) -> dict[str, Any]:
     return data
 
 
-def _document(data: object) -> dict[str, Any]:
+def _document(data: object) -> JSONObject:
     """What emit_json sends: a dict as it is, or a pydantic model (a typed payload) as its JSON."""
     if isinstance(data, BaseModel):
         try:
@@ -133,7 +134,7 @@ class ResponseHandler:
         if self._is_complete:
             raise ResponseStreamClosedError("the response is complete; nothing more can be sent")
 
-    async def respond(self, event_name: str, response: Mapping[str, Any] | BaseModel | str) -> None:
+    async def respond(self, event_name: str, response: Mapping[str, object] | BaseModel | str) -> None:
         """Send one text block or JSON document as the whole response, then complete it."""
         if isinstance(response, str):
             await self.emit_text_block(event_name, response)
@@ -141,7 +142,7 @@ class ResponseHandler:
             await self.emit_json(event_name, response)
         await self.complete()
 
-    async def emit_json(self, event_name: str, data: Mapping[str, Any] | BaseModel) -> None:
+    async def emit_json(self, event_name: str, data: Mapping[str, object] | BaseModel) -> None:
         """Send a JSON object under `event_name`: a dict, or a pydantic model such as a reserved payload.
 
         A `STAGE` must be labels and integer counts only (AgentError otherwise); a `TOOL_CALL`
@@ -157,7 +158,7 @@ class ResponseHandler:
             self._tool_calls.sent(event_name, content)
         await self._hook.emit(DocumentEvent(event_name=event_name, source=self._source, content=content))
 
-    async def ask_user(self, question: str, *, choices: Sequence[str] = (), state: Any = None) -> None:
+    async def ask_user(self, question: str, *, choices: Sequence[str] = (), state: object = None) -> None:
         """Ask the person, and end the response: `ASK_USER` (with `choices` to offer, if any),
         then `done`. The answer comes as the next request, its history holding this question;
         the agent then finds `session.resumed` (the answer, and `state`, JSON, as given here)."""
@@ -172,7 +173,7 @@ class ResponseHandler:
         await self.complete()
 
     async def interrupt(
-        self, reason: str, *, question: str = "", tool_call: ToolCallPayload | None = None, state: Any = None
+        self, reason: str, *, question: str = "", tool_call: ToolCallPayload | None = None, state: object = None
     ) -> None:
         """Stop for a person's decision (`reason`: "approval" of `tool_call`), and end the
         response: `INTERRUPT`, then `done`. The decision comes back as `ask_user`'s answer does."""
@@ -192,7 +193,7 @@ class ResponseHandler:
             if not stream.is_complete:
                 await stream.complete()
 
-    def _pause_token(self, kind: PauseKind, question: str, state: Any) -> str | None:
+    def _pause_token(self, kind: PauseKind, question: str, state: object) -> str | None:
         self._check_open()
         if current_tracing() is not None:  # an event on the run's invoke_agent span: its kind, never its token
             from sentient_assist.runtime.tracing import add_event
@@ -251,7 +252,7 @@ class ResponseHandler:
         self,
         error_message: str,
         error_code: int = DEFAULT_ERROR_CODE,
-        details: Mapping[str, Any] | None = None,
+        details: Mapping[str, object] | None = None,
     ) -> None:
         """Send an error event; the response goes on until `complete()`."""
         self._check_open()

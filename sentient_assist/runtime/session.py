@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import sys
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, MutableSequence
-from typing import TYPE_CHECKING, Any, SupportsIndex, overload
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, MutableSequence, Sequence
+from typing import TYPE_CHECKING, Any, SupportsIndex, TypeVar, overload
 
 from ulid import ULID
 
 from sentient_assist.protocol.history import History
 from sentient_assist.protocol.request import Interaction, SessionObject
+
+Other = TypeVar("Other")  # what is added to a session's interactions, as to a list
 
 if TYPE_CHECKING:
     from typing import Self
@@ -121,10 +123,10 @@ class Interactions(_Base):
     def copy(self) -> list[Interaction]:
         return self._all().copy()
 
-    def __add__(self, other: Iterable[Any]) -> list[Any]:
+    def __add__(self, other: Iterable[Other]) -> list[Interaction | Other]:
         return [*self._all(), *other]
 
-    def __radd__(self, other: Iterable[Any]) -> list[Any]:
+    def __radd__(self, other: Iterable[Other]) -> list[Other | Interaction]:
         return [*other, *self._all()]
 
     def __mul__(self, times: SupportsIndex) -> list[Interaction]:
@@ -198,7 +200,7 @@ class Session:
 
     def __init__(self, session_object: SessionObject) -> None:
         self._session_object = session_object
-        interactions: Any = session_object.interactions
+        interactions: Sequence[Interaction] = session_object.interactions  # or a History (below)
         # A history the service kept compact (sentient_assist/protocol/history.py): what an
         # agent reads of it is built when it reads it, and kept while it holds it.
         self._history: History | None = interactions if isinstance(interactions, History) else None

@@ -17,6 +17,7 @@ update: A2A's task store keeps the whole task on every update, so fewer updates 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -154,7 +155,7 @@ class TaskAnswer:
         await updater.complete()
 
 
-def _question_text(kind: str, question: str, content: dict[str, Any]) -> str:
+def _question_text(kind: str, question: str, content: Mapping[str, object]) -> str:
     lines = [question] if question else []
     choices = content.get("choices")
     if isinstance(choices, list) and all(isinstance(choice, str) for choice in choices) and choices:
@@ -169,6 +170,6 @@ def _metadata(event_name: str, source: str) -> dict[str, Any]:
     return {"event_name": event_name, "source": source}
 
 
-def _plain(content: Any) -> Any:
+def _plain(content: object) -> object:
     """`content` as plain JSON (what the agent sent, as /assist would frame it)."""
     return orjson.loads(orjson.dumps(content, default=str))

@@ -65,6 +65,7 @@ from sentient_assist.protocol.events import (
     TextChunkEvent,
     dumps_json,
 )
+from sentient_assist.protocol.json_value import JSONValue
 from sentient_assist.runtime.channel import Channel
 from sentient_assist.runtime.pauses import PauseKind
 from sentient_assist.runtime.run import ChannelHook, RunStats
@@ -106,7 +107,7 @@ class AguiWriter:
         self._failure: ErrorContent | None = None
         self._interrupts: list[Interrupt] = []
         self._pending_calls: list[str] = []
-        self._result: Any = None
+        self._result: JSONValue = None
 
     def _bytes(self, *events: BaseEvent) -> bytes:
         return "".join(self._frame(event) for event in events).encode()
@@ -141,9 +142,9 @@ class AguiWriter:
             return self._end()
         return b""
 
-    def _metadata(self, event: TextChunkEvent | TextBlockEvent) -> dict[str, Any] | None:
+    def _metadata(self, event: TextChunkEvent | TextBlockEvent) -> dict[str, str] | None:
         """What a message's start says of where it came from, when it is not the plain answer."""
-        metadata: dict[str, Any] = {}
+        metadata: dict[str, str] = {}
         if event.event_name not in (names.FINAL_RESPONSE, names.THINKING):
             metadata["eventName"] = event.event_name
         if event.source != self.agent_name:
@@ -366,7 +367,7 @@ class AguiWriter:
         ]
 
 
-def _scrubbed(value: Any) -> Any:
+def _scrubbed(value: object) -> object:
     """`value` with each lone surrogate of its strings replaced (by "?")."""
     if isinstance(value, str):
         return value.encode("utf-8", "replace").decode()
@@ -382,7 +383,7 @@ def _id(event: ResponseEvent) -> str:
     return str(event.id)
 
 
-def _call_events(call_id: str, name: str, arguments: Any) -> list[BaseEvent]:
+def _call_events(call_id: str, name: str, arguments: object) -> list[BaseEvent]:
     return [
         ToolCallStartEvent(tool_call_id=call_id, tool_call_name=name),
         ToolCallArgsEvent(tool_call_id=call_id, delta=dumps_json(arguments if arguments is not None else {})),
@@ -390,7 +391,7 @@ def _call_events(call_id: str, name: str, arguments: Any) -> list[BaseEvent]:
     ]
 
 
-def _error_value(error: ErrorContent) -> dict[str, Any]:
+def _error_value(error: ErrorContent) -> dict[str, object]:
     return {"message": error.error_message, "code": error.error_code}
 
 

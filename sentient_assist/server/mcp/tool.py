@@ -23,6 +23,7 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
@@ -39,6 +40,7 @@ from sentient_assist.protocol.events import (
     TextChunkEvent,
     dumps_json,
 )
+from sentient_assist.protocol.json_value import JSONObject
 from sentient_assist.protocol.request import (
     MAX_INTERACTIONS,
     Query,
@@ -76,7 +78,7 @@ def tool_name(agent: AbstractAgent) -> str:
     return name if _TOOL_NAME.fullmatch(name) else (_NOT_IN_A_TOOL_NAME.sub("_", name)[:128] or "agent")
 
 
-INPUT_SCHEMA: dict[str, Any] = {
+INPUT_SCHEMA: JSONObject = {
     "type": "object",
     "properties": {
         "prompt": {
@@ -104,7 +106,7 @@ INPUT_SCHEMA: dict[str, Any] = {
     },
     "required": ["prompt"],
 }
-OUTPUT_SCHEMA: dict[str, Any] = {
+OUTPUT_SCHEMA: JSONObject = {
     "type": "object",
     "properties": {
         "documents": {
@@ -159,7 +161,7 @@ class ToolCall:
 
     __slots__ = ("query", "session", "history", "prompts")
 
-    def __init__(self, arguments: dict[str, Any] | None, agent_name: str) -> None:
+    def __init__(self, arguments: Mapping[str, object] | None, agent_name: str) -> None:
         arguments = arguments or {}
         prompt = arguments.get("prompt")
         if not isinstance(prompt, str):
@@ -183,7 +185,7 @@ class ToolCall:
         self.query = Query(id=ULID(), prompt=prompt)
 
 
-def _history(value: Any) -> list[tuple[str, str]]:
+def _history(value: object) -> list[tuple[str, str]]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -249,8 +251,8 @@ class ToolAnswer:
         self._answer: list[str] = []  # FINAL_RESPONSE text
         self._held: list[str] = []  # other text: the answer if no FINAL_RESPONSE comes
         self._held_from: object = None
-        self._documents: list[dict[str, Any]] = []
-        self._pause: dict[str, Any] | None = None
+        self._documents: list[JSONObject] = []
+        self._pause: dict[str, object] | None = None
         self._pause_text = ""
         self._error: ErrorContent | None = None
         self._kept = 0
@@ -276,7 +278,7 @@ class ToolAnswer:
             return name, event.content
         if type(event) is DocumentEvent:
             name = event.event_name
-            content: dict[str, Any] = event.content
+            content = event.content
             if name == names.ASK_USER or name == names.INTERRUPT:
                 self._paused("ask_user" if name == names.ASK_USER else "interrupt", content)
                 return None
@@ -306,10 +308,10 @@ class ToolAnswer:
             self._error = self._error or TOO_LONG
         return False
 
-    def _paused(self, kind: PauseKind, content: dict[str, Any]) -> None:
+    def _paused(self, kind: PauseKind, content: Mapping[str, object]) -> None:
         question = content.get("question")
         question = question if isinstance(question, str) else ""
-        pause: dict[str, Any] = {"kind": kind, "question": question}
+        pause: dict[str, object] = {"kind": kind, "question": question}
         lines = [question] if question else []
         choices = content.get("choices")
         if kind == "ask_user" and isinstance(choices, list) and all(isinstance(choice, str) for choice in choices):

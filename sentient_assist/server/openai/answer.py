@@ -18,7 +18,7 @@ lines (streaming) or into one `chat.completion` (not streaming).
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Mapping
 
 from pydantic import ValidationError
 
@@ -61,7 +61,7 @@ COMPLETION_TOO_LONG = ErrorContent(
 _LINE_BREAKS_JSON_KEEPS = re.compile("[\x85\u2028\u2029]")
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     text = dumps_json(value)
     if _LINE_BREAKS_JSON_KEEPS.search(text) is not None:
         text = _LINE_BREAKS_JSON_KEEPS.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
@@ -179,14 +179,14 @@ class AnswerReader:
         self._held_over = False
         return self.error(HELD_TOO_LONG)
 
-    def _add_usage(self, content: dict[str, Any]) -> None:
+    def _add_usage(self, content: Mapping[str, object]) -> None:
         try:
             self.usage += TokenUsage.model_validate(content)
         except ValidationError:
             pass  # not the convention's shape: not a bill
 
 
-def _pause_text(event_name: str, content: dict[str, Any]) -> str:
+def _pause_text(event_name: str, content: Mapping[str, object]) -> str:
     """A pause as a chat message: the question, what to choose from (or what would be run),
     and the marker that carries its token back with the next turn."""
     question = content.get("question")
@@ -299,8 +299,8 @@ class Completion(AnswerReader):
         self.ended = True
         return b""
 
-    def body(self) -> dict[str, Any]:
-        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content)}
+    def body(self) -> dict[str, object]:
+        message: dict[str, object] = {"role": "assistant", "content": "".join(self._content)}
         if self._reasoning:
             message["reasoning_content"] = "".join(self._reasoning)
         return {
