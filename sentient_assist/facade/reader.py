@@ -19,6 +19,7 @@ from sentient_assist.protocol.events import (
     DocumentEvent,
     DoneEvent,
     ErrorEvent,
+    ResponseEvent,
     ResponseEventAdapter,
     TextBlockEvent,
     TextChunkEvent,
@@ -48,12 +49,12 @@ class EventReader:
         self._index = 0
         self._calls: dict[str, ToolCall] = {}  # by id: a result's event names its call's arguments too
 
-    def _make(self, kind: EventKind, event: Any, **fields: Any) -> AgentEvent:
+    def _make(self, kind: EventKind, event: ResponseEvent, **fields: Any) -> AgentEvent:
         made = AgentEvent(kind=kind, index=self._index, event_name=event.event_name, id=event.id, **fields)
         self._index += 1
         return made
 
-    def read(self, event: Any) -> AgentEvent | None:
+    def read(self, event: ResponseEvent) -> AgentEvent | None:
         if isinstance(event, TextChunkEvent):
             if not event.content:
                 return None  # the end of a stream carries nothing to read
@@ -131,7 +132,7 @@ class ResultBuilder:
         self._output: Any = None
         self._answered: set[str] = set()
 
-    def add_wire(self, event: Any) -> None:
+    def add_wire(self, event: ResponseEvent) -> None:
         self._built = None
         self._wire_events.append(ResponseEventAdapter.dump_python(event, mode="json"))
 

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ulid import ULID
 
+from sentient_assist.protocol.events import ResponseEvent
 from sentient_assist.protocol.request import Query, SessionObject
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.request_context import current_request_id
@@ -33,7 +34,7 @@ class InProcessTransport:
     async def events(self, query: Query, session: SessionObject) -> AsyncGenerator[Any, None]:
         # A sub-agent's run, inside another's, goes by the request id of the run that called it.
         stats = RunStats(current_request_id() or str(ULID()))
-        run: Run[Any] = Run(self.agent, Session(session), query, watcher=self._watcher, stats=stats)
+        run: Run[ResponseEvent] = Run(self.agent, Session(session), query, watcher=self._watcher, stats=stats)
         try:
             async for batch in run.batches():
                 for event in batch:

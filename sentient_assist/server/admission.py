@@ -30,7 +30,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from sentient_assist.protocol.history import collector_paused
 from sentient_assist.runtime.errors import InputError
-from sentient_assist.runtime.run import Run, RunStats
+from sentient_assist.runtime.run import RunStats
+from sentient_assist.runtime.watcher import WatchedRun
 from sentient_assist.server.event_stream import abort_connection
 from sentient_assist.server.limits import CLIENT_CLOSED_REQUEST, StreamGate
 from sentient_assist.server.open_streams import CUT_OFF_AFTER_SECONDS
@@ -62,12 +63,12 @@ class Place:
         self._holds = 1  # the request's own
         self._state = state
 
-    def started(self, run: Run[Any]) -> None:
+    def started(self, run: WatchedRun) -> None:
         """A run of this request has started: the place is held until it ends too (`ended`)."""
         self._holds += 1
         self._state.setdefault(STATE_STATS, run.stats)
 
-    def ended(self, run: Run[Any]) -> None:
+    def ended(self, run: WatchedRun) -> None:
         self._release()
 
     def request_ended(self) -> None:

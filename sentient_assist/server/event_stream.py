@@ -15,10 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from sentient_assist.protocol.events import ResponseEvent
 from sentient_assist.protocol.request import Query
@@ -50,7 +49,7 @@ ABORT_EXTENSION = "sentient_assist.abort"
 logger = logging.getLogger("sentient_assist.server")
 
 
-def listen_for_the_client_leaving(run: Run[Any], receive: Receive) -> asyncio.Future[Any]:
+def listen_for_the_client_leaving(run: Run[bytes], receive: Receive) -> asyncio.Future[Message]:
     """The body has been read: the next message can only be the client leaving, which ends
     the run (`Run.client_left`). Cancel the listener when the answer has been sent."""
     listener = asyncio.ensure_future(receive())

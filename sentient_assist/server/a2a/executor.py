@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from a2a.helpers import new_text_part
 from a2a.server.agent_execution import AgentExecutor, RequestContext
@@ -25,6 +24,7 @@ from a2a.types.a2a_pb2 import Task, TaskState, TaskStatus
 from fastapi import HTTPException
 from ulid import ULID
 
+from sentient_assist.protocol.events import ResponseEvent
 from sentient_assist.protocol.request import Query
 from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.run import Run, RunOutcome, RunStats
@@ -54,7 +54,7 @@ class AgentRunExecutor(AgentExecutor):
     def __init__(self, service: Service, store: TaskStore | VersionedTaskStore) -> None:
         self.service = service
         self.store = store  # the face's: the context's earlier tasks are read from it
-        self._runs: dict[str, Run[Any]] = {}  # by task id: the run CancelTask stops
+        self._runs: dict[str, Run[ResponseEvent]] = {}  # by task id: the run CancelTask stops
         self._canceled: set[str] = set()  # the tasks CancelTask ended: their status is written already
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -88,7 +88,7 @@ class AgentRunExecutor(AgentExecutor):
         state = context.call_context.state
         place: Place | None = state.get(STATE_PLACE)
         stats = RunStats(state.get(STATE_REQUEST_ID) or str(ULID()))
-        run: Run[Any] = Run(
+        run: Run[ResponseEvent] = Run(
             agent, session, Query(id=ULID(), prompt=prompt), watcher=service.streams, stats=stats, sealer=service.sealer
         )
         del session

@@ -54,6 +54,7 @@ from sentient_assist.server.jsonrpc import JsonRpcFace, jsonrpc_refusal
 from sentient_assist.server.mcp.drain import streams_drained_after
 from sentient_assist.server.mcp.tool import (
     AnswerHook,
+    Note,
     ToolAnswer,
     ToolCall,
     agent_tool,
@@ -106,7 +107,7 @@ class MCPFace(JsonRpcFace):
         )
         self._manager: StreamableHTTPSessionManager | None = None
         # The calls a 2025 client's notifications/cancelled may end: by key and request id.
-        self._calls: dict[tuple[str, str], list[Run[Any]]] = {}
+        self._calls: dict[tuple[str, str], list[Run[Note | None]]] = {}
 
     def router(self, path: str = MCP_PATH) -> APIRouter:
         """A router holding POST `path`; its lifespan runs the SDK's session manager (FastAPI
@@ -171,7 +172,7 @@ class MCPFace(JsonRpcFace):
             return refusal(str(refused.detail), refused.status_code)
         stats = self.run_stats(request)
         answer = ToolAnswer(self.tool.name, call.prompts)
-        run: Run[Any] = Run(
+        run: Run[Note | None] = Run(
             agent,
             call.session,
             call.query,
@@ -195,14 +196,16 @@ class MCPFace(JsonRpcFace):
             metrics.observe_stream(stats)
         return answer.result()
 
-    def _track(self, run: Run[Any], request: Request, request_id: types.RequestId | None) -> tuple[str, str] | None:
+    def _track(
+        self, run: Run[Note | None], request: Request, request_id: types.RequestId | None
+    ) -> tuple[str, str] | None:
         if not self.service.keys or request_id is None:
             return None
         key = (request.headers.get("authorization", ""), str(request_id))
         self._calls.setdefault(key, []).append(run)
         return key
 
-    def _untrack(self, key: tuple[str, str] | None, run: Run[Any]) -> None:
+    def _untrack(self, key: tuple[str, str] | None, run: Run[Note | None]) -> None:
         if key is None:
             return
         runs = self._calls.get(key, [])
@@ -229,7 +232,7 @@ class MCPFace(JsonRpcFace):
             run.stop(outcome=RunOutcome.DISCONNECTED)
 
 
-async def _read(run: Run[Any], answer: ToolAnswer, progress: ServerSession | None) -> None:
+async def _read(run: Run[Note | None], answer: ToolAnswer, progress: ServerSession | None) -> None:
     """Read the run to its end into `answer`, and send its notes as progress notifications
     when the call asked for them: all that is ready together, each run of text in one."""
     sent = 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from sentient_assist.runtime.run import Run
@@ -53,7 +53,7 @@ class KeptRun:
         self.ended = False
         self.ended_at = 0.0
         self.readers = 0
-        self.run: Run[Any] | None = None
+        self.run: Run[Item] | None = None
         self.pump: asyncio.Task[None] | None = None
         self.shared: SharedRuns | None = None  # where it is copied for the other replicas, if anywhere
         self.grace_timer: asyncio.TimerHandle | None = None
