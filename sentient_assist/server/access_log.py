@@ -17,6 +17,7 @@ from sentient_assist.server.request_id import REQUEST_ID_HEADER, STATE_REQUEST_I
 
 logger = logging.getLogger("sentient_assist.access")
 _HEADER = REQUEST_ID_HEADER.lower().encode()
+NO_RUN = "no_run"  # the outcome of a request a face answered without running the agent
 
 
 class AccessLogMiddleware:
@@ -69,9 +70,13 @@ def _log(scope: Scope, request_id: str, status: int, started: float, state: dict
         "path": scope["path"],
         "status": status,
     }
-    stats: RunStats | None = state.get(STATE_STATS)
-    if stats is not None:
-        fields.update(agent=state.get(STATE_AGENT), events=stats.events, outcome=stats.outcome)
+    agent = state.get(STATE_AGENT)  # a request a face admitted
+    if agent is not None:
+        stats: RunStats | None = state.get(STATE_STATS)
+        if stats is None:  # answered without a run of the agent: MCP's tools/list, A2A's GetTask
+            fields.update(agent=agent, events=0, outcome=NO_RUN)
+        else:
+            fields.update(agent=agent, events=stats.events, outcome=stats.outcome)
     fields["duration_ms"] = round((time.perf_counter() - started) * 1000, 1)
     metrics.count_response(status)
     logger.info("request", extra={"fields": fields})

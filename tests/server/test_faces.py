@@ -174,3 +174,21 @@ def test_a_face_of_ones_own_whose_client_stops_reading_is_cut_off(access_log):
     [line] = access_log.fields
     assert line["outcome"] == "cut_off" and line["agent"] == "flood", line
     assert time.monotonic() - started < 15
+
+
+def test_every_face_logs_its_agent_and_how_its_run_ended():
+    env = {"ASSIST_AGENT": "echo", "ASSIST_FACES": "assist,mcp,a2a"}
+    mcp_headers = {"accept": "application/json, text/event-stream"}
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    sending = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    with running_server(env) as server:
+        assert httpx.post(server.url + "/mcp", json=listing, headers=mcp_headers).status_code == 200
+        sent = httpx.post(server.url + "/a2a", json=sending, headers={"A2A-Version": "1.0"})
+        assert sent.status_code == 200 and sent.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert wait_until(lambda: server.log().count("path=/a2a") == 1, 10)
+        lines = [line for line in server.log().splitlines() if "sentient_assist.access" in line]
+    [mcp_line] = [line for line in lines if "path=/mcp" in line]
+    [a2a_line] = [line for line in lines if "path=/a2a" in line]
+    assert "agent=echo events=0 outcome=no_run" in mcp_line, mcp_line
+    assert "agent=echo" in a2a_line and "outcome=completed" in a2a_line, a2a_line
