@@ -17,6 +17,13 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 BEARER_SCHEME = HTTPBearer(auto_error=False, scheme_name="APIKey", description="One of the keys in ASSIST_API_KEYS.")
 
 
+def bearer_token(authorization: str | None) -> str:
+    """The key of an `Authorization: Bearer <key>` header, the scheme in any case ("" without
+    one): what names a key's owner (its tasks, its runs, its calls), however the header spells it."""
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else ""
+
+
 def _digest(key: bytes) -> bytes:
     # Equal lengths for compare_digest, so the time taken tells nothing of a key's length.
     return hashlib.sha256(key).digest()
@@ -37,9 +44,8 @@ class BearerKeys:
         """Pass when no keys are configured or the `Authorization` header holds one; else 401."""
         if not self._digests:
             return
-        scheme, _, token = (authorization or "").partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
+        token = bearer_token(authorization)
+        if not token:
             raise HTTPException(
                 401, "an API key is required: send Authorization: Bearer <key>", {"WWW-Authenticate": "Bearer"}
             )

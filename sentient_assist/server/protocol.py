@@ -154,10 +154,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, with a deadline in every state of a connection, the header
     block of each request bounded in bytes, and the connections of a server bounded in number.
 
-    Header bytes are counted as they arrive while a request's headers are incomplete: a read
-    that completes them (or that ends a request) is not counted, so a request may carry up to
-    one read more than the limit, and what is held while headers arrive is bounded by the limit
-    plus one read. The body of a request already answered is counted the same way.
+    Header bytes are counted as they arrive while a request's headers are incomplete, and a read
+    that completes them is counted to the block's end before it is parsed: a block past the
+    limit is refused whether it comes in one read or many, and what is held while headers
+    arrive is bounded by the limit plus one read. The body of a request already answered is
+    counted as it arrives too.
     """
 
     # Slots, not attributes: uvicorn's protocol keeps its state in an instance dict that these
@@ -209,8 +210,15 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         # The body of a request whose answer is out: it must not put off the deadline that runs from the answer.
         cycle = self.cycle
         unasked = not awaiting and cycle is not None and cycle.response_complete
-        if awaiting and self._deadline is None:
-            self._start_deadline(self._limits.header_timeout)  # the first byte of a request on a kept-alive connection
+        if awaiting:
+            if self._deadline is None:
+                self._start_deadline(self._limits.header_timeout)  # the first byte of a request on a kept-alive connection
+            # A read that ends the header block is measured to the block's end before the parser
+            # sees it: a whole block in one read is held to the limit as one that comes in many.
+            end = data.find(b"\r\n\r\n")
+            if end >= 0 and self._unserved_bytes + end + 4 > self._limits.max_header_bytes:
+                self._refuse(431, f"The request's headers are larger than {self._limits.max_header_bytes} bytes.")
+                return
         super().data_received(data)
         # Only a read that was header bytes (or unasked body bytes) from start to end counts.
         if requests_read != self._requests_read or self.transport.is_closing():

@@ -24,6 +24,8 @@ from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task, TaskState
 from a2a.utils.proto_utils import to_stream_response
 
+from sentient_assist.server.auth import bearer_token
+
 # Not settings (yet): what one process keeps of finished and waiting tasks.
 MAX_TASKS = 10_000
 MAX_TASK_BYTES_TOTAL = 256 * 1024 * 1024
@@ -50,10 +52,12 @@ class KeyUser(User):
 
 
 def owner_of(authorization: str | None) -> str:
-    """Whose tasks a request may see: a digest of its Authorization header ("" without one)."""
-    if not authorization:
+    """Whose tasks a request may see: a digest of its key ("" without one), so `bearer K` and
+    `Bearer K` are one owner, as the key check takes both."""
+    token = bearer_token(authorization)
+    if not token:
         return ""
-    return "key-" + hashlib.sha256(authorization.encode()).hexdigest()[:32]
+    return "key-" + hashlib.sha256(token.encode("latin-1", "replace")).hexdigest()[:32]
 
 
 def _owner(context: ServerCallContext) -> str:

@@ -49,6 +49,7 @@ from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.run import Run, RunOutcome
 from sentient_assist.server import metrics
 from sentient_assist.server.admission import WRITE_GRACE_SECONDS, Replayed
+from sentient_assist.server.auth import bearer_token
 from sentient_assist.server.event_stream import survive_cut_off
 from sentient_assist.server.jsonrpc import JsonRpcFace, jsonrpc_refusal
 from sentient_assist.server.mcp.drain import streams_drained_after
@@ -201,7 +202,7 @@ class MCPFace(JsonRpcFace):
     ) -> tuple[str, str] | None:
         if not self.service.keys or request_id is None:
             return None
-        key = (request.headers.get("authorization", ""), str(request_id))
+        key = (bearer_token(request.headers.get("authorization")), str(request_id))
         self._calls.setdefault(key, []).append(run)
         return key
 
@@ -227,7 +228,7 @@ class MCPFace(JsonRpcFace):
         request_id = params.get("requestId") if isinstance(params, dict) else None
         if isinstance(request_id, bool) or not isinstance(request_id, str | int):
             return
-        for run in list(self._calls.get((authorization, str(request_id)), ())):
+        for run in list(self._calls.get((bearer_token(authorization), str(request_id)), ())):
             logger.info("MCP call cancelled by its client (request %s)", run.stats.request_id)
             run.stop(outcome=RunOutcome.DISCONNECTED)
 

@@ -30,6 +30,7 @@ from sentient_assist.runtime.pauses import PauseSealer
 from sentient_assist.runtime.run import ChannelHook, Run, RunOutcome, RunStats
 from sentient_assist.runtime.session import Session
 from sentient_assist.server import metrics
+from sentient_assist.server.auth import bearer_token
 from sentient_assist.server.limits import StreamGate
 from sentient_assist.server.open_streams import CUT_OFF_AFTER_SECONDS, SHUTDOWN_MESSAGE, OpenStreams
 from sentient_assist.server.runs.buffer import SharedRuns
@@ -52,12 +53,6 @@ def key_digest(handle: str, authorization_token: str) -> str:
     """What a run keeps of the key that started it: an HMAC of the key under the run's handle,
     never the key (nor a digest that would match the key's in another run or store)."""
     return hmac.new(handle.encode(), authorization_token.encode("latin-1", "replace"), hashlib.sha256).hexdigest()
-
-
-def bearer_token(authorization: str | None) -> str:
-    """The key of an `Authorization: Bearer <key>` header ("" without one)."""
-    scheme, _, token = (authorization or "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else ""
 
 
 class ResumableHook(ChannelHook[Item]):

@@ -1,0 +1,48 @@
+"""Issue 40's hostile round, the parts done so far: a header block past the limit in one write,
+and a key named the same however its Authorization header spells the scheme."""
+
+from __future__ import annotations
+
+import socket
+
+import httpx
+
+from tests.support.server import running_server
+
+HEADER_LIMIT = 4096
+
+
+def _exchange(url: str, request: bytes) -> bytes:
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(request)  # one write: the whole block arrives in (at most) a few reads
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+        return received
+
+
+def test_a_header_block_past_the_limit_is_refused_when_it_arrives_in_one_write():
+    with running_server({"ASSIST_AGENT": "echo", "ASSIST_MAX_HEADER_BYTES": str(HEADER_LIMIT)}) as server:
+        padding = b"x-pad: " + b"a" * (25 * HEADER_LIMIT) + b"\r\n"  # 100 KB, as the attack sent
+        answer = _exchange(server.url, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + padding + b"\r\n")
+        assert answer.startswith(b"HTTP/1.1 431"), answer[:80]
+        within = b"x-pad: " + b"a" * (HEADER_LIMIT // 2) + b"\r\n"
+        fine = _exchange(server.url, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + within + b"\r\n")
+        assert fine.startswith(b"HTTP/1.1 200"), fine[:80]
+
+
+def test_a_key_owns_its_tasks_however_the_scheme_is_written():
+    env = {"ASSIST_AGENT": "echo", "ASSIST_FACES": "assist,a2a", "ASSIST_API_KEYS": "k-one"}
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    sending = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    with running_server(env) as server:
+        sent = httpx.post(
+            server.url + "/a2a", json=sending, headers={"A2A-Version": "1.0", "Authorization": "bearer k-one"}
+        )
+        task_id = sent.json()["result"]["task"]["id"]
+        getting = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": task_id}}
+        got = httpx.post(
+            server.url + "/a2a", json=getting, headers={"A2A-Version": "1.0", "Authorization": "Bearer  k-one"}
+        )
+    assert got.json()["result"]["id"] == task_id, got.text
