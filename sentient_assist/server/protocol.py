@@ -212,7 +212,8 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         unasked = not awaiting and cycle is not None and cycle.response_complete
         if awaiting:
             if self._deadline is None:
-                self._start_deadline(self._limits.header_timeout)  # the first byte of a request on a kept-alive connection
+                # The first byte of a request on a kept-alive connection.
+                self._start_deadline(self._limits.header_timeout)
             # A read that ends the header block is measured to the block's end before the parser
             # sees it: a whole block in one read is held to the limit as one that comes in many.
             end = data.find(b"\r\n\r\n")

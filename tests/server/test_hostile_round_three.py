@@ -3,6 +3,7 @@ and a key named the same however its Authorization header spells the scheme."""
 
 from __future__ import annotations
 
+import signal
 import socket
 
 import httpx
@@ -46,3 +47,22 @@ def test_a_key_owns_its_tasks_however_the_scheme_is_written():
             server.url + "/a2a", json=getting, headers={"A2A-Version": "1.0", "Authorization": "Bearer  k-one"}
         )
     assert got.json()["result"]["id"] == task_id, got.text
+
+
+def test_a_store_that_does_not_answer_is_named_without_its_address():
+    from tests.support.redis_server import running_redis
+
+    with running_redis() as redis:
+        env = {"ASSIST_AGENT": "echo", "ASSIST_FACES": "assist,a2a", "ASSIST_REDIS_URL": redis.url}
+        getting = {"jsonrpc": "2.0", "id": 2, "method": "GetTask", "params": {"id": "no-such-task"}}
+        with running_server(env) as server:
+            redis.process.send_signal(signal.SIGSTOP)  # paused: every command times out
+            try:
+                got = httpx.post(server.url + "/a2a", json=getting, headers={"A2A-Version": "1.0"}, timeout=30)
+            finally:
+                redis.process.send_signal(signal.SIGCONT)
+            log = server.log()
+    error = got.json()["error"]
+    assert error["message"] == "The task store (shared by the replicas) did not answer; try again shortly."
+    assert "127.0.0.1" not in got.text and str(redis.port) not in got.text
+    assert "A2A task store: get failed" in log

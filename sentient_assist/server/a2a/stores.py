@@ -10,11 +10,14 @@ tasks changed longest ago are forgotten first.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import logging
 import threading
 import time
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar, cast
 
 from a2a.auth.user import User
 from a2a.server.cluster import ConcurrentTaskModificationError, StoredTask, TaskVersion, VersionedTaskStore
@@ -22,9 +25,13 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.tasks import InMemoryTaskStore
 from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse, Task, TaskState
+from a2a.utils.errors import InternalError
 from a2a.utils.proto_utils import to_stream_response
+from redis.exceptions import RedisError
 
 from sentient_assist.server.auth import bearer_token
+
+logger = logging.getLogger("sentient_assist.server")
 
 # Not settings (yet): what one process keeps of finished and waiting tasks.
 MAX_TASKS = 10_000
@@ -163,6 +170,25 @@ EVENTS_KEPT_SECONDS = 60.0
 MAX_EVENTS = 1_000
 
 
+STORE_DOWN = "The task store (shared by the replicas) did not answer; try again shortly."
+_Method = TypeVar("_Method", bound=Callable[..., Awaitable[object]])
+
+
+def _store_errors_hidden(method: _Method) -> _Method:
+    """Redis's failures (a timeout, a lost connection) as A2A's internal error with a message of
+    ours: its own text names the store's address. The detail goes to the log."""
+
+    @functools.wraps(method)
+    async def guarded(*args: object, **kwargs: object) -> object:
+        try:
+            return await method(*args, **kwargs)
+        except RedisError as exc:
+            logger.warning("A2A task store: %s failed: %s", method.__name__, exc)
+            raise InternalError(STORE_DOWN) from None
+
+    return cast("_Method", guarded)
+
+
 class RedisTaskStore(VersionedTaskStore):
     """Tasks in Redis, shared by the replicas: each task a hash (its protobuf bytes, its state
     and its version) that expires `ttl` seconds after its last save, each key's tasks a sorted
@@ -195,6 +221,7 @@ class RedisTaskStore(VersionedTaskStore):
         reads the task from the store, whose read is scoped to its key, before its events."""
         return f"{self.prefix}events:{task_id}"
 
+    @_store_errors_hidden
     async def in_context(self, context_id: str, context: ServerCallContext) -> list[Task]:
         """The context's most recent tasks (at most MAX_CONTEXT_TASKS), the oldest first."""
         owner = _owner(context)
@@ -206,6 +233,7 @@ class RedisTaskStore(VersionedTaskStore):
                 tasks.append(stored.task)
         return tasks
 
+    @_store_errors_hidden
     async def save(
         self,
         task: Task,
@@ -244,6 +272,7 @@ class RedisTaskStore(VersionedTaskStore):
             raise ConcurrentTaskModificationError(task.id)
         return TaskVersion(int(version))
 
+    @_store_errors_hidden
     async def get(self, task_id: str, context: ServerCallContext) -> StoredTask | None:
         found = await self.redis.hmget(self._task_key(_owner(context), task_id), ["v", "d"])
         if found[1] is None:
@@ -252,6 +281,7 @@ class RedisTaskStore(VersionedTaskStore):
         task.ParseFromString(found[1])
         return StoredTask(task, TaskVersion(int(found[0])))
 
+    @_store_errors_hidden
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
         # The key's most recent tasks, filtered and paged as a2a-sdk's in-memory store does it.
         owner = _owner(context)
@@ -268,6 +298,7 @@ class RedisTaskStore(VersionedTaskStore):
                 await page.save(task, context)
         return await page.list(params, context)
 
+    @_store_errors_hidden
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
         owner = _owner(context)
         async with self.redis.pipeline(transaction=True) as pipe:
