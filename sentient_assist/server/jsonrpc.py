@@ -7,6 +7,7 @@ from fastapi import HTTPException
 from fastapi.responses import JSONResponse
 from starlette.responses import Response
 
+from sentient_assist.runtime.errors import InputError
 from sentient_assist.server.face import Face
 
 INVALID_REQUEST, INTERNAL_ERROR = -32600, -32603
@@ -20,7 +21,10 @@ def jsonrpc_refusal(status: int, message: str, headers: dict[str, str] | None = 
 
 
 def jsonrpc_refusal_of(refused: Exception) -> Response | None:
-    """An HTTPException (admission's, a dependency's) as a JSON-RPC error; None for anything else."""
+    """An HTTPException (admission's, a dependency's) or an InputError (the face's own check of
+    the body) as a JSON-RPC error; None for anything else."""
+    if isinstance(refused, InputError):
+        return jsonrpc_refusal(refused.status, str(refused))
     if isinstance(refused, HTTPException):
         return jsonrpc_refusal(refused.status_code, str(refused.detail), dict(refused.headers or {}))
     return None

@@ -66,3 +66,27 @@ def test_a_store_that_does_not_answer_is_named_without_its_address():
     assert error["message"] == "The task store (shared by the replicas) did not answer; try again shortly."
     assert "127.0.0.1" not in got.text and str(redis.port) not in got.text
     assert "A2A task store: get failed" in log
+
+
+def test_an_a2a_message_of_many_values_is_refused_before_the_sdk_parses_it_naming_where():
+    env = {"ASSIST_AGENT": "echo", "ASSIST_FACES": "assist,a2a"}
+    headers = {"A2A-Version": "1.0"}
+
+    def sending(**message: object) -> dict[str, object]:
+        full = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}], **message}
+        return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": full}}
+
+    with running_server(env) as server:
+        # The attack's 1 MB of `{"a": [{}, {}, ...]}` (10 s of the SDK's CPU on the event loop before).
+        many = httpx.post(server.url + "/a2a", json=sending(metadata={"a": [{}] * 250_000}), headers=headers)
+        assert many.status_code == 400, many.text
+        error = many.json()["error"]
+        assert error["message"].startswith("params.message.metadata.a: the request holds more than 2000 JSON values")
+        deep: object = "bottom"
+        for _ in range(40):
+            deep = {"d": deep}
+        nested = httpx.post(server.url + "/a2a", json=sending(metadata=deep), headers=headers)
+        assert nested.status_code == 400 and "nested more than 20 levels deep" in nested.json()["error"]["message"]
+        assert "proto" not in nested.text.lower()
+        fine = httpx.post(server.url + "/a2a", json=sending(metadata={"a": [{}] * 100}), headers=headers)
+        assert fine.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", fine.text

@@ -47,6 +47,7 @@ from sentient_assist.server.a2a.card import agent_card
 from sentient_assist.server.a2a.executor import STATE_REQUEST_ID, AgentRunExecutor
 from sentient_assist.server.a2a.stores import BoundedTaskStore, KeyUser, RedisTaskStore, owner_of
 from sentient_assist.server.admission import STATE_PLACE, WRITE_GRACE_SECONDS, place_of
+from sentient_assist.server.json_shape import check_json_shape
 from sentient_assist.server.jsonrpc import JsonRpcFace
 from sentient_assist.server.request_id import request_id_of
 from sentient_assist.server.routes import get_and_head
@@ -179,5 +180,7 @@ class A2AFace(JsonRpcFace):
         return JSONResponse(agent_card_to_dict(card))
 
     async def endpoint(self, request: Request) -> Response:
-        """A JSON-RPC request of A2A, answered by a2a-sdk (docs/a2a.md)."""
+        """A JSON-RPC request of A2A, answered by a2a-sdk (docs/a2a.md), once its shape is within
+        what the SDK's pure Python parsing may cost (server/json_shape.py)."""
+        check_json_shape(await request.body())
         return await self.dispatcher.handle_requests(request)
