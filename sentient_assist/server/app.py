@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import ipaddress
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -115,8 +116,16 @@ async def _collector_skips_startup(app: FastAPI) -> AsyncIterator[None]:
     and the spans still queued are exported."""
     gc.freeze()
     agent = getattr(app.state, "agent", None)
-    for name, path in getattr(app.state, "faces", {}).items():
+    faces = getattr(app.state, "faces", {})
+    for name, path in faces.items():
         logger.info("serving %s at %s (face %s)", getattr(agent, "name", "?"), path, name)
+    settings = getattr(app.state, "settings", None)
+    if "a2a" in faces and settings is not None and not settings.public_url and not _loopback(settings.host):
+        logger.warning(
+            "ASSIST_PUBLIC_URL is not set: the A2A agent card names the address this process listens on (%s); "
+            "behind a proxy or a load balancer set it to the URL clients reach",
+            settings.host,
+        )
     runs = getattr(app.state, "runs", None)
     if runs is not None:  # connect to its Redis now: the log says at once whether runs are resumable
         await runs.start()
@@ -130,6 +139,13 @@ async def _collector_skips_startup(app: FastAPI) -> AsyncIterator[None]:
         tracing = getattr(app.state, "tracing", None)
         if tracing is not None:  # the last spans exported: uvicorn's exit by signal skips the SDK's atexit
             await asyncio.to_thread(tracing.close)
+
+
+def _loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def add_routes(

@@ -90,3 +90,11 @@ def test_an_a2a_message_of_many_values_is_refused_before_the_sdk_parses_it_namin
         assert "proto" not in nested.text.lower()
         fine = httpx.post(server.url + "/a2a", json=sending(metadata={"a": [{}] * 100}), headers=headers)
         assert fine.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", fine.text
+
+
+def test_the_agent_card_names_the_service_never_the_requests_host():
+    with running_server({"ASSIST_AGENT": "echo", "ASSIST_FACES": "assist,a2a"}) as server:
+        card = httpx.get(server.url + "/.well-known/agent-card.json", headers={"Host": "evil.example:9999"})
+    assert card.headers["cache-control"] == "public, max-age=300"
+    assert card.json()["supportedInterfaces"][0]["url"] == server.url + "/a2a"
+    assert "evil.example" not in card.text

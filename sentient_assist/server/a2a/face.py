@@ -54,6 +54,7 @@ from sentient_assist.server.routes import get_and_head
 from sentient_assist.server.service import Service
 
 A2A_PATH = "/a2a"
+CARD_CACHE_CONTROL = "public, max-age=300"
 CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
 # A task waiting for input is let go from this process after this long (its state is in the
 # store: the next message takes it up again, here or on another replica). Without it, every
@@ -175,9 +176,19 @@ class A2AFace(JsonRpcFace):
         """The agent card: its name, description and skill, and its JSON-RPC URL."""
         path = request.url.path
         prefix = path[: -len(CARD_PATH)] if path.endswith(CARD_PATH) else ""
-        base = self.public_url or f"{request.url.scheme}://{request.url.netloc}"
-        card = agent_card(self.agent, base + prefix + self.path, with_keys=bool(self.service.keys))
-        return JSONResponse(agent_card_to_dict(card))
+        card = agent_card(self.agent, self._base(request) + prefix + self.path, with_keys=bool(self.service.keys))
+        # The same card for every caller (nothing of the request's headers is in it): cacheable.
+        return JSONResponse(agent_card_to_dict(card), headers={"Cache-Control": CARD_CACHE_CONTROL})
+
+    def _base(self, request: Request) -> str:
+        """Where clients reach the service: ASSIST_PUBLIC_URL; unset, the address the server
+        listens on (the connection's own), never the request's `Host`, which a client writes."""
+        if self.public_url:
+            return self.public_url
+        server = request.scope.get("server") or ("127.0.0.1", 80)
+        host, port = server[0], server[1]
+        host = f"[{host}]" if ":" in host else host
+        return f"{request.url.scheme}://{host}:{port}"
 
     async def endpoint(self, request: Request) -> Response:
         """A JSON-RPC request of A2A, answered by a2a-sdk (docs/a2a.md), once its shape is within
