@@ -22,7 +22,7 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -69,12 +69,27 @@ _OURS = "sentient_assist"  # the metadata key our server keeps a pause's token u
 logger = logging.getLogger("sentient_assist.orchestration")
 
 
+class _KeyForOrigin(httpx.Auth):
+    """The bearer key on the requests to one origin (scheme, host and port), none elsewhere."""
+
+    def __init__(self, key: str, url: str) -> None:
+        self._header = f"Bearer {key}"
+        self._origin = httpx.URL(url).copy_with(path="/", query=None, fragment=None, username=None, password=None)
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        url = request.url
+        if (url.scheme, url.host, url.port) == (self._origin.scheme, self._origin.host, self._origin.port):
+            request.headers["Authorization"] = self._header
+        yield request
+
+
 class A2AAgent(AbstractAgent):
     """The A2A agent at `url` (the base its card is found under, or the card's own URL).
 
     `name` is what it goes by here (its events' source, a host's tool name): by default the
     URL's host, or its card's name with `await A2AAgent.connect(url)`. `api_key` is sent as a
-    bearer key; `headers`, if given, with every request. `timeout`: seconds the stream may be
+    bearer key to `url`'s origin only: a card naming another origin gets no key (a card is the
+    remote's to write); `headers`, if given, with every request. `timeout`: seconds the stream may be
     silent before the run fails."""
 
     def __init__(
@@ -94,8 +109,7 @@ class A2AAgent(AbstractAgent):
         super().__init__(name or urlsplit(self._shown_url).netloc)
         self.description = description
         self._headers = dict(headers or {})
-        if api_key:
-            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._auth = _KeyForOrigin(api_key, url) if api_key else None
         self._timeout = httpx.Timeout(10.0, read=timeout)
         self._card: AgentCard | None = None
         self._card_lock = asyncio.Lock()
@@ -135,7 +149,7 @@ class A2AAgent(AbstractAgent):
 
             headers = dict(headers)
             inject_current(headers)
-        return httpx.AsyncClient(timeout=self._timeout, headers=headers)
+        return httpx.AsyncClient(timeout=self._timeout, headers=headers, auth=self._auth)
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
         resumed = session.resumed

@@ -98,3 +98,39 @@ def test_the_agent_card_names_the_service_never_the_requests_host():
     assert card.headers["cache-control"] == "public, max-age=300"
     assert card.json()["supportedInterfaces"][0]["url"] == server.url + "/a2a"
     assert "evil.example" not in card.text
+
+
+def test_a2a_agent_sends_its_key_only_to_the_origin_it_was_given():
+    import asyncio
+
+    from a2a.server.request_handlers.response_helpers import agent_card_to_dict
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    from sentient_assist import A2AAgent, Agent
+    from sentient_assist.agents.echo import EchoAgent
+    from sentient_assist.server.a2a.card import agent_card
+    from tests.support.server import uvicorn_in_thread
+
+    seen: dict[str, list[str | None]] = {"card": [], "elsewhere": []}
+
+    async def elsewhere(request: Request) -> JSONResponse:
+        seen["elsewhere"].append(request.headers.get("authorization"))
+        return JSONResponse({"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "no"}})
+
+    other = Starlette(routes=[Route("/a2a", elsewhere, methods=["POST"])])
+    with uvicorn_in_thread(other) as (_, (other_host, other_port)):
+        card = agent_card_to_dict(agent_card(EchoAgent(), f"http://{other_host}:{other_port}/a2a", with_keys=True))
+
+        async def the_card(request: Request) -> JSONResponse:
+            seen["card"].append(request.headers.get("authorization"))
+            return JSONResponse(card)
+
+        cards = Starlette(routes=[Route("/.well-known/agent-card.json", the_card)])
+        with uvicorn_in_thread(cards) as (_, (host, port)):
+            remote = A2AAgent(f"http://{host}:{port}", api_key="the-key")
+            asyncio.run(Agent(remote).run("hi"))
+    assert seen["card"] == ["Bearer the-key"]
+    assert seen["elsewhere"] and all(header is None for header in seen["elsewhere"])
