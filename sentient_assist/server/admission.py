@@ -56,10 +56,11 @@ class Place:
     every run it started that outlives the answer (an A2A task) have ended; and what the access
     log says of it: the agent, and the request's first run."""
 
-    __slots__ = ("_gate", "_holds", "_state")
+    __slots__ = ("_gate", "_owner", "_holds", "_state")
 
-    def __init__(self, gate: StreamGate, state: dict[str, Any]) -> None:
+    def __init__(self, gate: StreamGate, owner: str, state: dict[str, Any]) -> None:
         self._gate = gate
+        self._owner = owner  # whose share of the places it is (a key's)
         self._holds = 1  # the request's own
         self._state = state
 
@@ -77,7 +78,7 @@ class Place:
     def _release(self) -> None:
         self._holds -= 1
         if self._holds == 0:
-            self._gate.leave()
+            self._gate.leave(self._owner)
 
 
 def place_of(scope: Scope) -> Place | None:
@@ -192,13 +193,15 @@ class AdmittedRoute(KeyedRoute):
             await self._not_allowed(scope, receive, send)
             return
         service = face.service
+        scope_headers = Headers(scope=scope)
         try:
-            body = await service.admit(Headers(scope=scope), receive)
+            body = await service.admit(scope_headers, receive)
         except HTTPException as refused:
             await self._refuse(refused, scope, receive, send)
             return
         state = scope.setdefault("state", {})
-        place = state[STATE_PLACE] = Place(service.gate, state)
+        owner = service.owner(scope_headers.get("authorization"))
+        place = state[STATE_PLACE] = Place(service.gate, owner, state)
         state[STATE_AGENT] = service.agent.name
         try:
             if not face.reads_body_whole:

@@ -24,6 +24,15 @@ def bearer_token(authorization: str | None) -> str:
     return token.strip() if scheme.lower() == "bearer" else ""
 
 
+def key_owner(authorization: str | None) -> str:
+    """Who a request is, by its key: a digest of it ("" without one). Its tasks, its runs and its
+    share of the streams are this owner's."""
+    token = bearer_token(authorization)
+    if not token:
+        return ""
+    return "key-" + hashlib.sha256(token.encode("latin-1", "replace")).hexdigest()[:32]
+
+
 def _digest(key: bytes) -> bytes:
     # Equal lengths for compare_digest, so the time taken tells nothing of a key's length.
     return hashlib.sha256(key).digest()

@@ -21,31 +21,70 @@ CLOSE_AFTER_ANSWER = {"Connection": "close"}
 
 
 class StreamGate:
-    """Counts open /assist streams; past ASSIST_MAX_STREAMS, or while draining, refuses with 503."""
+    """Counts the places held under ASSIST_MAX_STREAMS (streams, and runs with no connection);
+    past it, or while draining, refuses with 503. With `max_per_owner`, no one key (an owner,
+    `auth.key_owner`) holds more than that many, so no key can make another's request a 503."""
 
-    __slots__ = ("max_streams", "open", "_on_change")
+    __slots__ = ("max_streams", "max_per_owner", "open", "_held", "_on_change")
 
-    def __init__(self, max_streams: int, on_change: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, max_streams: int, on_change: Callable[[int], None] | None = None, max_per_owner: int | None = None
+    ) -> None:
         self.max_streams = max_streams
+        self.max_per_owner = max_per_owner
         self.open = 0
+        self._held: dict[str, int] = {}  # by owner, while it holds any
         self._on_change = on_change or (lambda delta: None)
 
-    def enter(self) -> None:
-        """Take a place, or raise the 503 that says why there is none."""
+    def enter(self, owner: str = "") -> None:
+        """Take a place for `owner`, or raise the 503 that says why there is none."""
         if is_draining():
             raise HTTPException(503, SHUTTING_DOWN, {"Retry-After": RETRY_AFTER_SECONDS})
+        self._take(owner)
+        self._on_change(1)
+
+    def leave(self, owner: str = "") -> None:
+        self._give_back(owner)
+        self._on_change(-1)
+
+    def take(self, owner: str = "") -> bool:
+        """A place for a run that goes on with no connection (a detached run); False when there is none."""
+        try:
+            self._take(owner)
+        except HTTPException:
+            return False
+        return True
+
+    def give_back(self, owner: str = "") -> None:
+        self._give_back(owner)
+
+    def _take(self, owner: str) -> None:
         if self.open >= self.max_streams:
             raise HTTPException(
                 503,
                 f"the server is at its limit of {self.max_streams} concurrent streams; retry shortly",
                 {"Retry-After": RETRY_AFTER_SECONDS},
             )
+        if owner and self.max_per_owner is not None:
+            held = self._held.get(owner, 0)
+            if held >= self.max_per_owner:
+                raise HTTPException(
+                    503,
+                    f"this key holds its share of {self.max_per_owner} concurrent streams "
+                    f"(ASSIST_MAX_STREAMS_PER_KEY); retry shortly",
+                    {"Retry-After": RETRY_AFTER_SECONDS},
+                )
+            self._held[owner] = held + 1
         self.open += 1
-        self._on_change(1)
 
-    def leave(self) -> None:
+    def _give_back(self, owner: str) -> None:
         self.open -= 1
-        self._on_change(-1)
+        if owner and owner in self._held:
+            left = self._held[owner] - 1
+            if left:
+                self._held[owner] = left
+            else:
+                del self._held[owner]
 
 
 class LimitedBody:

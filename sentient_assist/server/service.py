@@ -12,7 +12,7 @@ from starlette.types import Receive
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.pauses import PauseSealer, sealer_for
 from sentient_assist.server import metrics
-from sentient_assist.server.auth import BearerKeys
+from sentient_assist.server.auth import BearerKeys, key_owner
 from sentient_assist.server.history_budget import HistoryBudget
 from sentient_assist.server.limits import LimitedBody, StreamGate
 from sentient_assist.server.open_streams import OpenStreams
@@ -29,7 +29,9 @@ class Service:
         self.agent = agent
         self.settings = settings
         self.keys = BearerKeys([key.get_secret_value() for key in settings.api_keys])
-        self.gate = StreamGate(settings.max_streams, on_change=metrics.change_open_streams)
+        self.gate = StreamGate(
+            settings.max_streams, on_change=metrics.change_open_streams, max_per_owner=streams_per_key(settings)
+        )
         self.max_body_bytes = settings.max_body_bytes
         self.body_timeout = settings.body_timeout
         self.streams = OpenStreams(
@@ -45,6 +47,10 @@ class Service:
 
             self.runs = DetachedRuns(settings, self.gate, self.streams)
 
+    def owner(self, authorization: str | None) -> str:
+        """Whose share of the streams a request takes: its key's, when keys are set ("" else)."""
+        return key_owner(authorization) if self.keys else ""
+
     async def admit(self, headers: Headers, receive: Receive) -> LimitedBody:
         """What a request that runs the agent passes before its body is read: the key (401),
         its turn behind the runs still starting (runtime/head_start.py), the body's declared
@@ -55,8 +61,18 @@ class Service:
         await self.streams.head_start.turn()
         body = LimitedBody(receive, self.max_body_bytes, self.body_timeout)
         body.check_declared(headers)
-        self.gate.enter()
+        self.gate.enter(self.owner(headers.get("authorization")))
         return body
+
+
+def streams_per_key(settings: Settings) -> int | None:
+    """ASSIST_MAX_STREAMS_PER_KEY; unset, half of ASSIST_MAX_STREAMS once two keys or more are set
+    (one key alone has no other to crowd out); None: no share."""
+    if settings.max_streams_per_key is not None:
+        return settings.max_streams_per_key
+    if len(settings.api_keys) >= 2:
+        return max(1, settings.max_streams // 2)
+    return None
 
 
 def service_sealer(settings: Settings) -> PauseSealer:

@@ -46,6 +46,11 @@ class Settings(BaseSettings):
         description="Comma-separated faces served: assist, openai, playground, mcp, agui, a2a.",
     )
     max_streams: int = Field(1000, ge=1, description="Concurrent /assist streams before 503.")
+    max_streams_per_key: int | None = Field(
+        None,
+        ge=1,
+        description="Places under ASSIST_MAX_STREAMS one key may hold; empty: half of it with two keys or more.",
+    )
     max_body_bytes: int = Field(1_048_576, ge=1024, description="Request body cap before 413.")
     max_history_bytes_total: int = Field(
         268_435_456,

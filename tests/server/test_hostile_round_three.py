@@ -134,3 +134,35 @@ def test_a2a_agent_sends_its_key_only_to_the_origin_it_was_given():
             asyncio.run(Agent(remote).run("hi"))
     assert seen["card"] == ["Bearer the-key"]
     assert seen["elsewhere"] and all(header is None for header in seen["elsewhere"])
+
+
+def test_no_key_holds_more_than_its_share_of_the_places_with_a_connection_or_without():
+    keys = "key-a,key-b"
+    env = {
+        "ASSIST_AGENT": "tests.support.agents:ScriptedAgent",
+        "ASSIST_FACES": "assist,a2a",
+        "ASSIST_API_KEYS": keys,
+        "ASSIST_MAX_STREAMS": "4",
+    }
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "silent:30"}]}
+    detached = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": message, "configuration": {"returnImmediately": True}},
+    }
+    query = {"query": {"id": "01JDQ4Z8M7T3V5X9A2B4C6D8EF", "prompt": "silent:0"}}
+
+    def as_key(key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}", "A2A-Version": "1.0"}
+
+    with running_server(env) as server:
+        # Key A's tasks go on with no connection, each holding a place: two are its share of four.
+        for _ in range(2):
+            sent = httpx.post(server.url + "/a2a", json=detached, headers=as_key("key-a"))
+            assert sent.status_code == 200 and "result" in sent.json(), sent.text
+        third = httpx.post(server.url + "/assist", json=query, headers=as_key("key-a"))
+        assert third.status_code == 503 and "ASSIST_MAX_STREAMS_PER_KEY" in third.json()["detail"]
+        assert third.headers["retry-after"] == "1"
+        other = httpx.post(server.url + "/assist", json=query, headers=as_key("key-b"))
+        assert other.status_code == 200 and "spoke at last" in other.text

@@ -11,7 +11,6 @@ tasks changed longest ago are forgotten first.
 from __future__ import annotations
 
 import functools
-import hashlib
 import logging
 import threading
 import time
@@ -29,7 +28,7 @@ from a2a.utils.errors import InternalError
 from a2a.utils.proto_utils import to_stream_response
 from redis.exceptions import RedisError
 
-from sentient_assist.server.auth import bearer_token
+from sentient_assist.server.auth import key_owner
 
 logger = logging.getLogger("sentient_assist.server")
 
@@ -59,12 +58,9 @@ class KeyUser(User):
 
 
 def owner_of(authorization: str | None) -> str:
-    """Whose tasks a request may see: a digest of its key ("" without one), so `bearer K` and
+    """Whose tasks a request may see: its key's owner ("" without one), so `bearer K` and
     `Bearer K` are one owner, as the key check takes both."""
-    token = bearer_token(authorization)
-    if not token:
-        return ""
-    return "key-" + hashlib.sha256(token.encode("latin-1", "replace")).hexdigest()[:32]
+    return key_owner(authorization)
 
 
 def _owner(context: ServerCallContext) -> str:

@@ -30,7 +30,7 @@ from sentient_assist.runtime.pauses import PauseSealer
 from sentient_assist.runtime.run import ChannelHook, Run, RunOutcome, RunStats
 from sentient_assist.runtime.session import Session
 from sentient_assist.server import metrics
-from sentient_assist.server.auth import bearer_token
+from sentient_assist.server.auth import bearer_token, key_owner
 from sentient_assist.server.limits import StreamGate
 from sentient_assist.server.open_streams import CUT_OFF_AFTER_SECONDS, SHUTDOWN_MESSAGE, OpenStreams
 from sentient_assist.server.runs.buffer import SharedRuns
@@ -180,6 +180,7 @@ class DetachedRuns:
         (`read_detached`) takes over when it leaves, so the run goes on."""
         handle = secrets.token_urlsafe(HANDLE_BYTES)
         kept = KeptRun(handle, self.digest_of(handle, authorization), session.processor_id)
+        kept.owner = key_owner(authorization) if self.keyed else ""
         kept.readers = 1
 
         def make_hook(channel: Channel[Item], stats: RunStats) -> ResumableHook:
@@ -260,11 +261,10 @@ class DetachedRuns:
         if kept.readers > 0 or kept.ended or kept.run is None:
             return
         if not kept.holds_place:
-            if self.gate.open >= self.gate.max_streams:
-                # No room to go on unattended: ended as a run without resuming would be.
+            if not self.gate.take(kept.owner):
+                # No room to go on unattended (or its key holds its share): ended as a run without resuming would be.
                 kept.run.stop(outcome=RunOutcome.DISCONNECTED)
                 return
-            self.gate.open += 1
             kept.holds_place = True
         self._wait_for_a_reader(kept, self.grace)
 
@@ -306,7 +306,7 @@ class DetachedRuns:
     def _release_place(self, kept: KeptRun) -> None:
         if kept.holds_place:
             kept.holds_place = False
-            self.gate.open -= 1
+            self.gate.give_back(kept.owner)
 
     # Stopping.
 

@@ -39,6 +39,7 @@ class KeptRun:
         "shared",
         "grace_timer",
         "holds_place",
+        "owner",
         "stopping",
         "_waiters",
     )
@@ -58,6 +59,7 @@ class KeptRun:
         self.shared: SharedRuns | None = None  # where it is copied for the other replicas, if anywhere
         self.grace_timer: asyncio.TimerHandle | None = None
         self.holds_place = False  # a place under ASSIST_MAX_STREAMS, held while it runs detached
+        self.owner = ""  # whose share of the places that is (its key's)
         self.stopping = False
         self._waiters: list[asyncio.Future[None]] = []
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hmac
 import re
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, HTTPException, Request, Security
@@ -57,7 +58,8 @@ def runs_router(assist: Service, runs: DetachedRuns) -> APIRouter:
         if after is not None and not is_ulid(after.strip()):
             raise HTTPException(400, BAD_CURSOR)
         after = after.strip().upper() if after is not None else None
-        assist.gate.enter()
+        owner = assist.owner(authorization)
+        assist.gate.enter(owner)
         try:
             kept, shared = await _find(runs, handle, authorization)
             source: FrameSource
@@ -79,9 +81,9 @@ def runs_router(assist: Service, runs: DetachedRuns) -> APIRouter:
                 except StoreUnavailable as exc:
                     raise HTTPException(503, STORE_DOWN.format(why=exc)) from None
         except BaseException:
-            assist.gate.leave()
+            assist.gate.leave(owner)
             raise
-        return ResumedStream(runs, handle, source, assist.gate.leave, kept)
+        return ResumedStream(runs, handle, source, partial(assist.gate.leave, owner), kept)
 
     async def stop(request: Request, handle: str) -> Response:
         """Stop the run: its streams end with an `error` (499, stopped by its client) and `done`.
