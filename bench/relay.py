@@ -3,6 +3,7 @@
     python -m bench.relay                 # the full run (about 3 minutes on 2 cores)
     python -m bench.relay --quick         # a smoke run (about 1 minute)
     python -m bench.relay --table         # run nothing: print the table of bench/relay_results.json
+    python -m bench.relay --streams 200 --no-saturation --baseline HEAD~1   # this tree against the commit before
 
 A fake OpenAI-compatible upstream (bench/relay_upstream.py, its own process) streams each answer
 at a steady pace, each token carrying its send time; the client (bench/relay_client.py) takes,
@@ -25,12 +26,20 @@ RSS per stream ((peak while streams are open - before) / streams). Then saturati
 with 1 worker and with `--workers 2`, 500 streams of 200 tokens at 100 tokens/s each (an
 offered 50,000 tokens/s): tokens per second over the middle 80% of the tokens by arrival
 (from the 10% point to the 90% point: no ramp up, no tail).
+
+With `--baseline REV`, REV is checked out in a temporary git worktree (bench/servers.py, `worktree`)
+and each of our servers (chat, chat-traced, ours-0.3) is served from there too, with the same
+interpreter and packages, on its own port: a column `... at REV` beside each, the same loads, the
+builds taking turns within each repeat (the order rotated every repeat). `--baseline` may be given
+more than once: each REV is one more build in the turns. The saturation loads are this tree's only.
+The A/B table gives each figure's median and range over the repeats, and each build against this tree.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
@@ -44,7 +53,7 @@ from pathlib import Path
 from bench import client
 from bench.relay_client import RelayStream
 from bench.run import source_state
-from bench.servers import HOST, Server, ensure_reference_venv, stack_versions
+from bench.servers import HOST, Server, ensure_reference_venv, stack_versions, worktree
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -87,6 +96,12 @@ COLUMNS = [
     ("direct", "direct"),
 ]
 SERVER_KEYS = ("chat", "chat-traced", "ours-0.3", "reference")
+OURS = ("chat", "chat-traced", "ours-0.3")  # served from each baseline's tree too, with --baseline
+
+
+def baseline_key(key: str, rev: str) -> str:
+    """The key of server `key` of the build REV: "chat@3f0bb09^"."""
+    return f"{key}@{rev}"
 
 
 def log(message: str) -> None:
@@ -113,7 +128,7 @@ def group_cpu_seconds(pid: int) -> float:
     return total / 1e9
 
 
-def app_fingerprint() -> str:
+def app_fingerprint(root: Path = ROOT) -> str:
     """A short hash of every file under sentient_assist/ as it is now: what a server started now imports.
 
     Another engineer may be editing sentient_assist/ while this runs; each measurement records the fingerprint
@@ -121,8 +136,8 @@ def app_fingerprint() -> str:
     import hashlib
 
     digest = hashlib.sha1()
-    for path in sorted((ROOT / "sentient_assist").rglob("*.py")):
-        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes())
+    for path in sorted((root / "sentient_assist").rglob("*.py")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()[:12]
 
 
@@ -152,6 +167,27 @@ def make_server(
     reference_python: str | None,
     workers: int = 1,
     sink_port: int | None = None,
+    baseline: tuple[str, Path] | None = None,
+) -> Server:
+    """The server `key`; with `baseline` (REV, its tree), the same server of that build."""
+    server = _make_server(key, upstream_port, log_dir, reference_python, workers, sink_port)
+    if baseline is not None:
+        rev, tree = baseline
+        server.key = baseline_key(key, rev)
+        server.label += f" at {rev}"
+        server.env = {**server.env, "PYTHONPATH": str(tree)}
+        server.cwd = tree
+        server.log_path = server.log_path.with_name(f"baseline-{tree.name}-{server.log_path.name}")
+    return server
+
+
+def _make_server(
+    key: str,
+    upstream_port: int,
+    log_dir: Path,
+    reference_python: str | None,
+    workers: int,
+    sink_port: int | None,
 ) -> Server:
     model = {
         "MODEL_BASE_URL": f"http://{HOST}:{upstream_port}/v1",
@@ -358,7 +394,9 @@ def med(runs: list[dict], key: str):
     return statistics.median(values) if values else None
 
 
-async def run_all(args, loads: dict, log_dir: Path, reference_python: str | None) -> dict:
+async def run_all(
+    args, loads: dict, log_dir: Path, reference_python: str | None, baselines: dict[str, Path] | None = None
+) -> dict:
     upstream = make_upstream(log_dir)
     upstream.start()
     servers: list[Server] = []
@@ -377,22 +415,32 @@ async def run_all(args, loads: dict, log_dir: Path, reference_python: str | None
             await asyncio.sleep(0.5)
         sink_port = sink.port if sink is not None else None
         servers = [make_server(k, upstream.port, log_dir, reference_python, sink_port=sink_port) for k in keys]
+        for k in keys:
+            if k not in OURS:
+                continue
+            at = servers.index(next(s for s in servers if s.key == k)) + 1
+            for baseline in reversed((baselines or {}).items()):  # each beside its twin of this tree
+                twin = make_server(k, upstream.port, log_dir, None, sink_port=sink_port, baseline=baseline)
+                servers.insert(at, twin)
+        keys = [s.key for s in servers]
         for n in loads["streams"]:
             for key in [*keys, "direct"]:
                 runs.setdefault(key, {}).setdefault(str(n), [])
         for rep in range(loads["repeats"]):
             for n in loads["streams"]:
-                for server in servers:
+                # The order rotated each repeat: no build is always measured first, or after the same one.
+                for server in servers[rep % len(servers) :] + servers[: rep % len(servers)]:
                     # A fresh process each repeat: RSS grows from the same kind of baseline.
                     if server.process is None:
                         server.start()
                     else:
                         server.restart()
-                    code = app_fingerprint()
+                    code = app_fingerprint(server.cwd)
                     await wait_ready(server)
                     await warm_up(server)
                     await asyncio.sleep(0.3)
-                    exported = sink_count(sink) if sink is not None and server.key == "chat-traced" else None
+                    traced = server.key.startswith("chat-traced")
+                    exported = sink_count(sink) if sink is not None and traced else None
                     r = await measure(server, upstream, server.port, n, loads["tokens"], loads["interval_ms"])
                     r["app_fingerprint"] = code
                     if exported is not None and sink is not None:
@@ -568,9 +616,19 @@ def _fmt(value, spec: str) -> str:
     return "" if value is None else format(value, spec)
 
 
+def columns(results: dict) -> list[tuple[str, str]]:
+    """The servers measured, as (key, label): each of ours followed by its baseline twins, if any."""
+    out = []
+    for key, label in COLUMNS:
+        out.append((key, label))
+        if key in OURS:
+            out += [(baseline_key(key, b["rev"]), f"{label} at {b['rev']}") for b in results.get("baselines", ())]
+    return [(k, label) for k, label in out if any(k in m for m in results["summary"]["loads"].values())]
+
+
 def table(results: dict, markdown: bool = False) -> str:
     summary = results["summary"]
-    present = [(k, label) for k, label in COLUMNS if any(k in m for m in summary["loads"].values())]
+    present = columns(results)
     head = ["metric", *[label for _, label in present], "chat/0.3.0"]
     rows = []
     metrics = [
@@ -644,6 +702,8 @@ def table(results: dict, markdown: bool = False) -> str:
                 ]
             )
     out = []
+    if results.get("baselines"):
+        out += [ab_table(results, markdown), ""]
     if markdown:
         out.append("| " + " | ".join(head) + " |")
         out.append("|---|" + "---:|" * (len(head) - 1))
@@ -667,6 +727,51 @@ def table(results: dict, markdown: bool = False) -> str:
     return "\n".join(out)
 
 
+def ab_table(results: dict, markdown: bool = False) -> str:
+    """This tree against the baselines, server by server and load by load: each figure's median over
+    the repeats, its range in brackets, and the ratio of the medians (this tree's over the baseline's)."""
+    revs = [b["rev"] for b in results["baselines"]]
+    head = ["streams", "server", "build", "repeats", "CPU us/token", "added p50, ms", "added p99, ms"]
+    rows = []
+    figures = [("server_cpu_us_per_token", ".1f"), ("p50_ms", ".2f"), ("p99_ms", ".2f")]
+    measured = results["runs"]["runs"]
+    for n in sorted({n for by_n in measured.values() for n in by_n}, key=int):
+        for key, label in COLUMNS:
+            builds = [("this tree", measured.get(key, {}).get(n))]
+            builds += [(rev, measured.get(baseline_key(key, rev), {}).get(n)) for rev in revs]
+            if not builds[0][1] or not any(runs for _, runs in builds[1:]):
+                continue
+            medians: dict[str, list] = {}
+            for build, runs in builds:
+                if not runs:
+                    continue
+                cells = []
+                for figure, spec in figures:
+                    values = [r[figure] for r in runs if r.get(figure) is not None]
+                    medians.setdefault(build, []).append(statistics.median(values) if values else None)
+                    cells.append(
+                        f"{statistics.median(values):{spec}} ({min(values):{spec}}-{max(values):{spec}})"
+                        if values
+                        else ""
+                    )
+                rows.append([n, label, build, str(len(runs)), *cells])
+            ours = medians["this tree"]
+            for rev in revs:
+                if rev in medians:
+                    ratios = [
+                        f"{a / b:.2f}x" if a is not None and b else "" for a, b in zip(ours, medians[rev], strict=True)
+                    ]
+                    rows.append([n, label, f"this tree / {rev}", "", *ratios])
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|---:|---|---|---:|---:|---:|---:|"]
+        return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+    widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
+    return "\n".join(
+        "  ".join(c.ljust(w) if 0 < i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+        for r in [head, *rows]
+    )
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m bench.relay", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small loads, one repeat: a smoke run")
@@ -679,6 +784,13 @@ def parse_args(argv):
     parser.add_argument("--table", action="store_true", help="run nothing: print the table of the JSON (--out)")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     parser.add_argument("--out", type=Path, help="JSON path (default bench/relay_results.json, quick: -quick)")
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        action="append",
+        default=[],
+        help="a git revision whose servers are measured beside this tree's, in turn (may be repeated)",
+    )
     args = parser.parse_args(argv)
     args.servers = [s.strip() for s in args.only.split(",")]
     if args.out is None:
@@ -706,8 +818,16 @@ async def main_async(args) -> dict:
     source["git_status_porcelain_app"] = status.stdout.splitlines()
     source["app_fingerprint_at_start"] = app_fingerprint()
     reference_python = ensure_reference_openai() if "reference" in args.servers else None
-    with tempfile.TemporaryDirectory(prefix="bench-relay-") as log_dir:
-        measured = await run_all(args, loads, Path(log_dir), reference_python)
+    baselines: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="bench-relay-") as log_dir, contextlib.ExitStack() as stack:
+        trees: dict[str, Path] = {}
+        for number, rev in enumerate(args.baseline):
+            trees[rev] = tree = stack.enter_context(worktree(rev, Path(log_dir) / f"baseline{number}"))
+            commit = subprocess.run(  # noqa: ASYNC221
+                ["git", "rev-parse", "--short", "HEAD"], cwd=tree, capture_output=True, text=True
+            )
+            baselines.append({"rev": rev, "commit": commit.stdout.strip()})
+        measured = await run_all(args, loads, Path(log_dir), reference_python, trees)
     summary = summarize(measured, loads)
     stack = {"ours": stack_versions(sys.executable)}
     if reference_python:
@@ -719,6 +839,7 @@ async def main_async(args) -> dict:
         "loads": loads,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "stack": stack},
         "source": source,
+        **({"baselines": baselines} if baselines else {}),
         "load_average": {"start": [round(x, 2) for x in load_start], "end": [round(x, 2) for x in os.getloadavg()]},
         "duration_s": round(time.time() - started, 1),
         "summary": summary,
@@ -728,7 +849,8 @@ async def main_async(args) -> dict:
     seen = sorted(
         {
             r["app_fingerprint"]
-            for by_n in measured["runs"].values()
+            for key, by_n in measured["runs"].items()
+            if "@" not in key  # a baseline's worktree is nobody's to edit
             for runs in by_n.values()
             for r in runs
             if "app_fingerprint" in r
