@@ -16,6 +16,7 @@ each round sends N requests at once through one path, and the figure is the roun
 
 The baseline is REV checked out in a temporary git worktree and served from there, with the
 same interpreter and packages (PYTHONPATH first), on its own port; the paths take turns.
+`--baseline` may be given more than once: each REV is one more build in the turns.
 """
 
 from __future__ import annotations
@@ -139,16 +140,18 @@ def run(args: argparse.Namespace) -> str:
         model = {"MODEL_BASE_URL": f"http://{HOST}:{ports['upstream']}/v1", "MODEL_NAME": "relay"}
         model |= {"MODEL_API_KEY": "unused", "ASSIST_LOG_LEVEL": "warning"}
         builds: dict[str, tuple[Path, dict[str, str]]] = {"ours": (ROOT, {})}
-        if args.baseline:
-            baseline_tree = stack.enter_context(worktree(args.baseline, workdir / "baseline"))
-            ports["baseline"] = free_port()
-            urls["baseline"] = f"http://{HOST}:{ports['baseline']}"
-            builds["baseline"] = (baseline_tree, {"PYTHONPATH": str(baseline_tree)})
-        for build, (tree, env) in builds.items():
+        for number, rev in enumerate(args.baseline):
+            baseline_tree = stack.enter_context(worktree(rev, workdir / f"baseline{number}"))
+            ports[rev] = free_port()
+            urls[rev] = f"http://{HOST}:{ports[rev]}"
+            builds[rev] = (baseline_tree, {"PYTHONPATH": str(baseline_tree)})
+        for number, (build, (tree, env)) in enumerate(builds.items()):
             command = [sys.executable, "-m", "app", "serve", "--agent", "chat", "--host", HOST]
-            process = start([*command, "--port", str(ports[build])], tree, model | env, workdir / f"{build}.log")
+            log = workdir / f"build{number}.log"
+            process = start([*command, "--port", str(ports[build])], tree, model | env, log)
             servers.append((urls[build] + "/healthz", process))
-        paths = ["direct", "assist", "v1"] + (["assist@baseline", "v1@baseline"] if args.baseline else [])
+        faces = args.only.split(",") if args.only else ["assist", "v1"]
+        paths = ["direct", *faces] + [f"{face}@{rev}" for rev in args.baseline for face in faces]
         started = time.monotonic()
         readings = asyncio.run(serve_and_measure(servers, paths, urls, args))
         seconds = time.monotonic() - started
@@ -159,7 +162,7 @@ def run(args: argparse.Namespace) -> str:
                 process.wait(10)
         stack.close()  # the baseline's worktree, once its server has stopped
         shutil.rmtree(workdir, ignore_errors=True)
-    label = {"assist@baseline": f"/assist at {args.baseline}", "v1@baseline": f"/v1 at {args.baseline}"}
+    label = {f"{face}@{rev}": f"/{face} at {rev}" for rev in args.baseline for face in ("assist", "v1")}
     lines = [
         "| clients | path | lead p50, ms | lead p99, ms | ttft p50, ms | ttft p99, ms |",
         "|---:|---|---:|---:|---:|---:|",
@@ -182,8 +185,14 @@ def run(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.burst", description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=200, help="rounds of each load (default 200)")
+    parser.add_argument("--only", help="faces, comma-separated: assist, v1 (default both)")
     parser.add_argument("--clients", type=int, default=4, help="requests sent at once in a burst (default 4)")
-    parser.add_argument("--baseline", help="a git revision to serve beside this tree, from a temporary worktree")
+    parser.add_argument(
+        "--baseline",
+        action="append",
+        default=[],
+        help="a git revision to serve beside this tree, from a temporary worktree (may be repeated)",
+    )
     parser.add_argument(
         "--gap",
         type=float,
