@@ -25,8 +25,7 @@ class HeadStart:
     """The runs of one service whose agent has not yet taken its first step, and the requests
     waiting for them. `started()` when a run's task is created (its first step is then the
     next thing the loop runs of it); `await turn()` before a request's work begins (at the app's
-    door, server/head_start.py, and again at admission, for a route in an app of the user's), and
-    before a stream sends its headers (server/event_stream.py: its own run's model request goes first)."""
+    door, server/head_start.py, and again at admission, for a route in an app of the user's)."""
 
     __slots__ = ("_starting", "_waiting", "_passing", "_loop")
 

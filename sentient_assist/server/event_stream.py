@@ -150,15 +150,9 @@ class EventStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         assert self._pending is not None, "an EventStream is sent once"
-        head_start = self._pending.streams.head_start
         run = self._pending.start()
         self._pending = None  # the run has it all; nothing else holds the request for the stream's life
         try:
-            # The agent's first step goes before the headers: an agent that calls a model sends its
-            # request first. A write that wakes its reader costs the writer up to 0.4 ms after an
-            # idle moment (on loopback, on 2 cores); the client's headers can wait that long, the
-            # model's request is the time to first token (bench/README.md, "A real model").
-            await head_start.turn()
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
             listener = listen_for_the_client_leaving(run, receive)
             try:

@@ -235,37 +235,6 @@ class NotesItsFirstStep(AbstractAgent):
 @pytest.mark.parametrize(
     "request_of", [_assist, lambda prompt: _chat_completion(prompt, NotesItsFirstStep.name)], ids=["assist", "v1"]
 )
-def test_a_run_s_agent_takes_its_first_step_before_the_response_s_headers_are_sent(request_of):
-    agent = NotesItsFirstStep()
-    app = create_app(Settings(), agent)
-    at_headers: list[list[str]] = []  # what had stepped when each response's headers went out
-
-    def notes_the_headers(inner):  # an ASGI middleware of the app's user: it sees every send
-        async def middleware(scope, receive, send):
-            async def noted(message):
-                if message["type"] == "http.response.start":
-                    at_headers.append(list(agent.stepped))
-                await send(message)
-
-            await inner(scope, receive, noted)
-
-        return middleware
-
-    app.add_middleware(notes_the_headers)
-    with uvicorn_in_thread(app) as (_, address):
-        for prompt in ("first", "second"):
-            with socket.create_connection(address) as sock:
-                sock.sendall(request_of(prompt))
-                answer = _answer(sock)
-            assert answer.startswith(b"HTTP/1.1 200 ") and prompt.encode() in answer, answer[:200]
-    # Each agent's first step ran before its client's headers were written: its model request
-    # (had it one) would have left first.
-    assert at_headers == [["first"], ["first", "second"]]
-
-
-@pytest.mark.parametrize(
-    "request_of", [_assist, lambda prompt: _chat_completion(prompt, NotesItsFirstStep.name)], ids=["assist", "v1"]
-)
 def test_requests_that_arrive_behind_a_starting_run_wait_for_its_first_step_before_any_middleware(request_of):
     agent = NotesItsFirstStep()
     app = create_app(Settings(), agent)
