@@ -3,6 +3,7 @@ clients looping history bombs do to everybody else's first event (issue 23, item
 
     python -m bench.history              # about a minute on 2 cores
     python -m bench.history --quick      # fewer requests: a smoke run
+    python -m bench.history --loads cpu,bombs --repeats 3 --baseline HEAD~1   # against the commit before
 
 One `python -m app serve` (uvloop, httptools), serving bench/agent.py, on loopback. The
 bodies are as large as the default ASSIST_MAX_BODY_BYTES (1 MiB) takes:
@@ -24,6 +25,11 @@ The loads:
                 probe sends a plain `wait:0` every 50 ms: the probe's time to its first event
                 (median, p90, max), against the same probe on an idle server
 
+With `--baseline REV`, REV is served as well, from a temporary git worktree (bench/servers.py,
+`worktree`: the same interpreter and packages), the two servers taking turns at each load of each
+repeat (`--repeats N`, the order rotated every repeat); each figure is the median of the repeats,
+its range in brackets.
+
 It prints a Markdown table; `--json PATH` writes the figures too. Nothing here runs in CI.
 """
 
@@ -31,7 +37,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -39,7 +47,7 @@ import time
 from pathlib import Path
 
 from bench import client
-from bench.servers import HOST, Server
+from bench.servers import HOST, Server, worktree
 
 MAX_BODY = 1_048_576
 CHAT_ID = "01JDQ4Z8M7T3V5X9A2B4C6D8EF"
@@ -310,70 +318,98 @@ async def first_event_under_bombs(server: Server, seconds: float, bombers: int =
     }
 
 
-async def main_async(args: argparse.Namespace) -> dict:
-    log_dir = Path(tempfile.mkdtemp(prefix="bench-history-"))
-    server = Server(
-        "ours",
-        "ours",
-        [sys.executable, "-m", "app", "serve", "--host", HOST],
-        {"ASSIST_AGENT": "bench.agent:BenchAgent", "ASSIST_LOG_LEVEL": "warning"},
-        log_dir / "ours.log",
-    )
-    server.start()
+async def measure_loads(server: Server, args: argparse.Namespace) -> dict:
+    """One repeat of the loads `args` names, against one server: {load: figures}."""
     results: dict = {}
-    try:
-        await server.wait_ready()
-        requests = 5 if args.quick else 20
-        for name, make in SHAPES.items() if "cpu" in args.loads else ():
-            print(f"cpu: {name}", file=sys.stderr)
-            results[f"cpu {name}"] = await cpu_per_request(server, make, requests)
-        if "cpu" in args.loads:
-            print("cpu: v1", file=sys.stderr)
-            results["cpu v1"] = await cpu_per_request(server, v1_body, requests, "/v1/chat/completions")
-        streams = 10 if args.quick else args.streams
-        for name in ("turns", "responses") if "memory" in args.loads else ():
-            print(f"memory: {name}", file=sys.stderr)
-            results[f"memory {name}"] = await memory_per_stream(server, SHAPES[name], streams)
-        if "memory" in args.loads:
-            print("memory: v1", file=sys.stderr)
-            results["memory v1"] = await memory_per_stream(server, v1_body, streams, "/v1/chat/completions")
-        for shape in ("turns", "responses") if "bombs" in args.loads else ():
-            print(f"first event under 4 clients bombing with {shape}", file=sys.stderr)
-            results[f"bombs {shape}"] = await first_event_under_bombs(
-                server, 3 if args.quick else args.seconds, shape=shape
-            )
-    finally:
-        server.stop()
+    requests = 5 if args.quick else 20
+    for name, make in SHAPES.items() if "cpu" in args.loads else ():
+        print(f"{server.label}: cpu: {name}", file=sys.stderr)
+        results[f"cpu {name}"] = await cpu_per_request(server, make, requests)
+    if "cpu" in args.loads:
+        print(f"{server.label}: cpu: v1", file=sys.stderr)
+        results["cpu v1"] = await cpu_per_request(server, v1_body, requests, "/v1/chat/completions")
+    streams = 10 if args.quick else args.streams
+    for name in ("turns", "responses") if "memory" in args.loads else ():
+        print(f"{server.label}: memory: {name}", file=sys.stderr)
+        results[f"memory {name}"] = await memory_per_stream(server, SHAPES[name], streams)
+    if "memory" in args.loads:
+        print(f"{server.label}: memory: v1", file=sys.stderr)
+        results["memory v1"] = await memory_per_stream(server, v1_body, streams, "/v1/chat/completions")
+    for shape in ("turns", "responses") if "bombs" in args.loads else ():
+        print(f"{server.label}: first event under 4 clients bombing with {shape}", file=sys.stderr)
+        results[f"bombs {shape}"] = await first_event_under_bombs(
+            server, 3 if args.quick else args.seconds, shape=shape
+        )
+    return results
+
+
+async def main_async(args: argparse.Namespace) -> dict:
+    """{"builds": {label: {load: [figures of each repeat]}}, "held": ...}: this tree's server, and
+    the baseline's beside it with `--baseline`."""
+    log_dir = Path(tempfile.mkdtemp(prefix="bench-history-"))
+    command = [sys.executable, "-m", "app", "serve", "--host", HOST]
+    env = {"ASSIST_AGENT": "bench.agent:BenchAgent", "ASSIST_LOG_LEVEL": "warning"}
+    servers = [Server("ours", "this tree", command, env, log_dir / "ours.log")]
+    builds: dict[str, dict[str, list]] = {}
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, log_dir, ignore_errors=True)
+        if args.baseline:
+            tree = stack.enter_context(worktree(args.baseline, log_dir / "baseline"))
+            baseline_env = {**env, "PYTHONPATH": str(tree)}
+            servers.append(Server("baseline", args.baseline, command, baseline_env, log_dir / "baseline.log", cwd=tree))
+        for server in servers:
+            server.start()
+            stack.callback(server.stop)  # before the worktree is removed: callbacks run last in, first out
+        for server in servers:
+            await server.wait_ready()
+        for rep in range(args.repeats):
+            for server in servers[rep % len(servers) :] + servers[: rep % len(servers)]:
+                for load, figures in (await measure_loads(server, args)).items():
+                    builds.setdefault(server.label, {}).setdefault(load, []).append(figures)
+    results: dict = {"builds": {server.label: builds.get(server.label, {}) for server in servers}}
     if "held" in args.loads:
         results["held"] = held_per_turn()
     return results
 
 
+def _spread(runs: list[dict], figure: str, spec: str) -> str:
+    """The median of `figure` over the repeats, and with more than one its range."""
+    values = [run[figure] for run in runs]
+    median = format(statistics.median(values), spec)
+    return median if len(values) == 1 else f"{median} ({min(values):{spec}}-{max(values):{spec}})"
+
+
+def cell(load: str, runs: list[dict]) -> str:
+    if load.startswith("cpu"):
+        return f"{_spread(runs, 'ms_per_request', '.1f')} ms per request (plain: {_spread(runs, 'plain_ms', '.1f')} ms)"
+    if load.startswith("memory"):
+        refused = sum(run["refused"] for run in runs)
+        shown = f", {refused} refused" if refused else ""
+        return f"{_spread(runs, 'mb_per_stream', '.2f')} MB per open stream ({runs[0]['streams']}{shown})"
+    return (
+        f"median {_spread(runs, 'median_ms', '.0f')} ms, p90 {_spread(runs, 'p90_ms', '.0f')} ms,"
+        f" max {_spread(runs, 'max_ms', '.0f')} ms ({sum(run['probes'] for run in runs)} probes,"
+        f" {sum(run['bombs_answered'] for run in runs)} bombs; idle: {_spread(runs, 'idle_median_ms', '.1f')} ms)"
+    )
+
+
 def table(results: dict) -> str:
-    lines = ["| load | figure |", "|---|---|"]
-    for key, value in results.items():
-        if key.startswith("cpu"):
-            lines.append(
-                f"| {key} | {value['ms_per_request']:.1f} ms per request (plain: {value['plain_ms']:.1f} ms) |"
-            )
-        elif key.startswith("memory"):
-            refused = f", {value['refused']} refused" if value["refused"] else ""
-            lines.append(f"| {key} | {value['mb_per_stream']:.2f} MB per open stream ({value['streams']}{refused}) |")
-        elif key == "held":
-            for name, held in value.items():
-                per_turn = held["history_bytes"] / held["turns"]
-                models = held["models_bytes"] / held["turns"]
-                lines.append(
-                    f"| held: {name} ({held['turns']} turns, {held['events']} events) | {held['history_bytes']:,} bytes"
-                    f" ({per_turn:,.0f} per turn); as models: {held['models_bytes']:,} ({models:,.0f} per turn) |"
-                )
-        else:
-            lines.append(
-                f"| first event, 4 clients looping {key.split()[1]} | median {value['median_ms']:.0f} ms,"
-                f" p90 {value['p90_ms']:.0f} ms,"
-                f" max {value['max_ms']:.0f} ms ({value['probes']} probes, {value['bombs_answered']} bombs;"
-                f" idle: {value['idle_median_ms']:.1f} ms) |"
-            )
+    builds = results["builds"]
+    labels = list(builds)
+    lines = ["| load | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    for load in dict.fromkeys(load for runs in builds.values() for load in runs):
+        load_name = load if not load.startswith("bombs") else f"first event, 4 clients looping {load.split()[1]}"
+        cells = [cell(load, builds[label][load]) if load in builds[label] else "" for label in labels]
+        lines.append(f"| {load_name} | " + " | ".join(cells) + " |")
+    for name, held in results.get("held", {}).items():
+        per_turn = held["history_bytes"] / held["turns"]
+        models = held["models_bytes"] / held["turns"]
+        lines.append(
+            f"| held: {name} ({held['turns']} turns, {held['events']} events) | {held['history_bytes']:,} bytes"
+            f" ({per_turn:,.0f} per turn); as models: {held['models_bytes']:,} ({models:,.0f} per turn) |"
+            + " |"
+            * (len(labels) - 1)
+        )
     return "\n".join(lines)
 
 
@@ -383,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--streams", type=int, default=30, help="open streams of the memory loads (default 30)")
     parser.add_argument("--seconds", type=float, default=10, help="seconds of the bombing load (default 10)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument("--repeats", type=int, default=1, help="repeats of each load (default 1)")
+    parser.add_argument("--baseline", metavar="REV", help="a git revision to serve and measure beside this tree")
     parser.add_argument(
         "--loads",
         type=lambda text: set(text.split(",")),

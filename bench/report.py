@@ -35,7 +35,53 @@ def ratios(summary: dict) -> dict:
             "ours/0.3.0": _ratio(ours, _get(summary, "reference", metric)),
             "ours/bare": _ratio(ours, _get(summary, "bare", metric)),
         }
+        if "baseline" in summary:
+            out[metric]["ours/baseline"] = _ratio(ours, _get(summary, "baseline", metric))
     return out
+
+
+def columns(summary: dict) -> list[tuple[str, str]]:
+    """The servers' columns: ours, the baseline's (`--baseline`) if measured, 0.3.0, bare."""
+    baseline = [("baseline", summary["baseline"]["label"])] if "baseline" in summary else []
+    return COLUMNS[:1] + baseline + COLUMNS[1:]
+
+
+# The figures of the A/B table (`--baseline`): (title, load, figure of a repeat, format).
+AB_FIGURES = [
+    ("events/s, 1 stream", "single", "events_per_s", ",.0f"),
+    ("events/s, concurrent", "concurrent", "events_per_s", ",.0f"),
+    ("server CPU us per event, 1 stream", "single", "server_cpu_us_per_event", ".2f"),
+    ("server CPU us per event, concurrent", "concurrent", "server_cpu_us_per_event", ".2f"),
+    ("time to first event, ms (median)", "ttfe", "ms", ".2f"),
+    ("time to first event, ms (p90)", "ttfe", "p90_ms", ".2f"),
+    ("RSS per waiting stream, KB", "waiting", "kb_per_stream", ".1f"),
+]
+
+
+def ab_table(results: dict, markdown: bool = False) -> str:
+    """Ours against the baseline: each figure's median over the repeats, its range in brackets."""
+    import statistics
+
+    label = results["servers"]["baseline"]["label"]
+    head = ["metric", "ours", label, "ours/baseline"]
+    body = []
+    for title, load, figure, spec in AB_FIGURES:
+        line, medians = [title], []
+        for key in ("ours", "baseline"):
+            values = [r[figure] for r in results["runs"][key][load] if r.get(figure) is not None]
+            medians.append(statistics.median(values) if values else None)
+            line.append(
+                f"{statistics.median(values):{spec}} ({min(values):{spec}}-{max(values):{spec}})" if values else "-"
+            )
+        body.append([*line, _fmt(_ratio(*medians), "ratio")])
+    if markdown:
+        out = ["| " + " | ".join(head) + " |", "|---|---:|---:|---:|"]
+        return "\n".join(out + ["| " + " | ".join(line) + " |" for line in body])
+    widths = [max(len(line[i]) for line in [head, *body]) for i in range(len(head))]
+    return "\n".join(
+        "  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(line))
+        for line in [head, *body]
+    )
 
 
 def targets(summary: dict, loads: dict) -> list[dict]:
@@ -162,19 +208,27 @@ RATIO_METRICS = {
 
 def table(results: dict, markdown: bool = False) -> str:
     summary = results["servers"]
-    head = ["metric", *(label for _, label in COLUMNS), "ours/0.3.0", "ours/bare"]
+    shown = columns(summary)
+    compared = ["reference", "bare", *(["baseline"] if "baseline" in summary else [])]
+    head = [
+        "metric",
+        *(label for _, label in shown),
+        "ours/0.3.0",
+        "ours/bare",
+        *(["ours/baseline"] * (len(compared) > 2)),
+    ]
     body = []
     for title, metric, kind in rows(results):
-        values = [_get(summary, key, metric) for key, _ in COLUMNS]
-        line = [title, *(_fmt(v, kind) for v in values)]
+        values = {key: _get(summary, key, metric) for key, _ in shown}
+        line = [title, *(_fmt(values[key], kind) for key, _ in shown)]
         if metric in RATIO_METRICS:
-            ours = values[0]
-            line += [_fmt(_ratio(ours, values[1]), "ratio"), _fmt(_ratio(ours, values[2]), "ratio")]
+            line += [_fmt(_ratio(values["ours"], values.get(key)), "ratio") for key in compared]
         else:
-            line += ["", ""]
+            line += ["" for _ in compared]
         body.append(line)
+    ab = [ab_table(results, markdown), ""] if "baseline" in summary else []
     if markdown:
-        out = ["| " + " | ".join(head) + " |", "|" + "---|" + "---:|" * (len(head) - 1)]
+        out = [*ab, "| " + " | ".join(head) + " |", "|" + "---|" + "---:|" * (len(head) - 1)]
         out += ["| " + " | ".join(line) + " |" for line in body]
         out.append("")
         out += ["| target | measured | result |", "|---|---:|---|"]
@@ -191,6 +245,7 @@ def table(results: dict, markdown: bool = False) -> str:
         f"load average {results['load_average']['start'][0]} -> {results['load_average']['end'][0]}",
         _source_line(results),
         "",
+        *ab,
         fmt(head),
         fmt(["-" * w for w in widths]),
         *(fmt(line) for line in body),
@@ -198,7 +253,7 @@ def table(results: dict, markdown: bool = False) -> str:
         "targets (this service):",
     ]
     out += [f"  {t['result']:<4}  {t['target']}: {t['shown']}" for t in results["targets"]]
-    for key, label in COLUMNS:
+    for key, label in shown:
         if _get(summary, key, "waiting_all_open_seen") is False:
             out.append(
                 f"  note ({label}): in some waiting repeat the first stream ended before the last one had "
@@ -236,8 +291,8 @@ def plot(results: dict, path: Path) -> None:
 
     summary = results["servers"]
     loads = results["loads"]
-    keys = [(key, label) for key, label in COLUMNS if key in summary]
-    colors = {"ours": "#2b7bba", "reference": "#d9822b", "bare": "#7f7f7f"}
+    keys = [(key, label) for key, label in columns(summary) if key in summary]
+    colors = {"ours": "#2b7bba", "baseline": "#8cb8dc", "reference": "#d9822b", "bare": "#7f7f7f"}
     panels = [
         (
             "single_events_per_s",

@@ -3,6 +3,7 @@
     python -m bench.run                 # the full run (about 4 minutes on 2 cores)
     python -m bench.run --quick         # a smoke run with small loads (about 30 s)
     python -m bench.run --only ours,bare --repeats 3
+    python -m bench.run --only ours --baseline HEAD~1   # this tree against the commit before, in one run
 
 It starts the three servers on loopback ports, drives each with the same client
 (bench/client.py), and runs every load against every server, repeats
@@ -18,6 +19,10 @@ Every response is checked: status, the number of chunks, closing chunks and
 events, one `done` and nothing after it, ids strictly increasing. A response
 that fails a check is counted under `streams with problems`, whatever the load.
 
+With `--baseline REV`, REV is served as well (a column "ours at REV"), from a temporary git
+worktree (bench/servers.py, `worktree`: the same interpreter and packages), taking its turn
+with the others in every repeat; a first table gives ours against it, medians and ranges.
+
 The table goes to stdout; the same figures, each repeat's raw values and the
 machine's description go to bench/results.json, and the plot to
 bench/results.png (results-quick.* for --quick).
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -37,7 +43,7 @@ import time
 from pathlib import Path
 
 from bench import client, report
-from bench.servers import HOST, Server, ensure_reference_venv, make_servers, stack_versions
+from bench.servers import HOST, Server, ensure_reference_venv, make_servers, stack_versions, worktree
 
 BENCH_DIR = Path(__file__).resolve().parent
 ALL_SERVERS = ["ours", "reference", "bare"]
@@ -258,6 +264,11 @@ def machine_info(servers: list[Server], reference_python: str | None) -> dict:
     return info
 
 
+def in_turn(servers: list[Server], rep: int) -> list[Server]:
+    """The servers in the order of repeat `rep`: rotated each repeat, so that none is always first."""
+    return servers[rep % len(servers) :] + servers[: rep % len(servers)]
+
+
 async def run_loads(servers: list[Server], loads: dict, repeats: int, wait_repeats: int, problems: Problems) -> dict:
     runs: dict[str, dict[str, list]] = {
         s.key: {"single": [], "concurrent": [], "ttfe": [], "waiting": []} for s in servers
@@ -270,7 +281,7 @@ async def run_loads(servers: list[Server], loads: dict, repeats: int, wait_repea
         await first_event(server, 5, loads["ttfe_chunks"], problems)
 
     for rep in range(repeats):
-        for server in servers:
+        for server in in_turn(servers, rep):
             r = await single_stream(server, loads["single_chunks"], problems)
             runs[server.key]["single"].append(r)
             log(
@@ -278,7 +289,7 @@ async def run_loads(servers: list[Server], loads: dict, repeats: int, wait_repea
                 f"(server {r['server_cpu_us_per_event']:.1f} us CPU/event, client busy {r['client_busy']:.0%})"
             )
     for rep in range(repeats):
-        for server in servers:
+        for server in in_turn(servers, rep):
             r = await concurrent_streams(server, loads["concurrent_streams"], loads["concurrent_chunks"], problems)
             runs[server.key]["concurrent"].append(r)
             log(
@@ -286,13 +297,13 @@ async def run_loads(servers: list[Server], loads: dict, repeats: int, wait_repea
                 f"(server {r['server_cpu_us_per_event']:.1f} us CPU/event, client busy {r['client_busy']:.0%})"
             )
     for rep in range(repeats):
-        for server in servers:
+        for server in in_turn(servers, rep):
             r = await first_event(server, loads["ttfe_requests"], loads["ttfe_chunks"], problems)
             runs[server.key]["ttfe"].append(r)
             ms = "-" if r["ms"] is None else f"{r['ms']:.2f}"
             log(f"ttfe        {server.label:>6} #{rep + 1}: {ms} ms median")
     for rep in range(wait_repeats):
-        for server in servers:
+        for server in in_turn(servers, rep):
             # A fresh process for each repeat: every repeat measures growth from the same kind of
             # baseline, not over a heap that an earlier repeat already grew.
             server.restart()
@@ -363,6 +374,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         help="JSON path (default bench/results.json, quick: bench/results-quick.json); the PNG goes beside it",
     )
+    parser.add_argument(
+        "--baseline", metavar="REV", help="a git revision whose service is measured beside ours, in turn"
+    )
     args = parser.parse_args(argv)
     keys = []
     for name in args.only.split(","):
@@ -389,8 +403,14 @@ async def main_async(args: argparse.Namespace) -> dict:
     load_start = os.getloadavg()
     source = source_state()
     reference_python = ensure_reference_venv(log=log) if "reference" in args.servers else None
-    with tempfile.TemporaryDirectory(prefix="bench-logs-") as log_dir:
+    with tempfile.TemporaryDirectory(prefix="bench-logs-") as log_dir, contextlib.ExitStack() as stack:
         servers = make_servers(args.servers, Path(log_dir), reference_python, loads["waiting_seconds"])
+        if args.baseline:
+            tree = stack.enter_context(worktree(args.baseline, Path(log_dir) / "baseline"))
+            [ours] = make_servers(["ours"], Path(log_dir), None, loads["waiting_seconds"])
+            ours.key, ours.label, ours.cwd = "baseline", f"ours at {args.baseline}", tree
+            ours.env["PYTHONPATH"], ours.log_path = str(tree), Path(log_dir) / "baseline.log"
+            servers.insert(1, ours)  # beside ours: they take turns
         problems = Problems([s.key for s in servers])
         try:
             for server in servers:
@@ -418,6 +438,7 @@ async def main_async(args: argparse.Namespace) -> dict:
         "loads": loads,
         "machine": machine_info(servers, reference_python),
         "source": source,
+        **({"baseline": args.baseline} if args.baseline else {}),
         "load_average": {"start": [round(x, 2) for x in load_start], "end": [round(x, 2) for x in os.getloadavg()]},
         "duration_s": round(time.time() - started, 1),
         "servers": summary,
