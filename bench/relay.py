@@ -33,6 +33,8 @@ interpreter and packages, on its own port: a column `... at REV` beside each, th
 builds taking turns within each repeat (the order rotated every repeat). `--baseline` may be given
 more than once: each REV is one more build in the turns. The saturation loads are this tree's only.
 The A/B table gives each figure's median and range over the repeats, and each build against this tree.
+With `--gc`, each server notes its garbage collections (bench/gc_probe/sitecustomize.py) and the
+table gives, for each load, the collector's CPU time per 10,000 tokens and its full passes.
 """
 
 from __future__ import annotations
@@ -41,9 +43,11 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
+import itertools
 import json
 import os
 import platform
+import signal
 import statistics
 import sys
 import tempfile
@@ -56,6 +60,7 @@ from bench.run import source_state
 from bench.servers import HOST, Server, ensure_reference_venv, stack_versions, worktree
 
 BENCH_DIR = Path(__file__).resolve().parent
+GC_PROBE = BENCH_DIR / "gc_probe"  # a sitecustomize.py that notes each collection (--gc)
 ROOT = BENCH_DIR.parent
 CONNECT_GATE = 256
 RSS_SAMPLE_SECONDS = 0.05
@@ -367,6 +372,7 @@ async def measure(
         "interval_ms": interval_ms,
         "completed": ok,
         "tokens": delivered,
+        "started_at": t0,
         "wall_s": round(wall, 3),
         "tokens_per_s": delivered / span if span else None,
         "steady_tokens_per_s": steady,
@@ -387,6 +393,23 @@ async def measure(
         peak = max(waiting or [rss for rss, _ in samples] or [before])
         out.update(rss_before_kb=before, rss_peak_kb=peak, kb_per_stream=(peak - before) / streams)
     return out
+
+
+def collections_during(path: Path, r: dict) -> dict:
+    """The collections a server noted (bench/gc_probe) while the load `r` ran: by generation, and
+    their CPU and longest wall time."""
+    try:
+        noted = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    during = [c for c in noted if r["started_at"] <= c[1] <= r["started_at"] + r["wall_s"]]
+    return {
+        "collections": [sum(1 for c in during if c[0] == generation) for generation in (0, 1, 2)],
+        "cpu_ms": sum(c[3] for c in during) * 1000,
+        "cpu_ms_per_10k_tokens": sum(c[3] for c in during) * 1000 * 10_000 / max(r["tokens"], 1),
+        "longest_ms": max((c[2] for c in during), default=0.0) * 1000,
+        "full_cpu_ms": sum(c[3] for c in during if c[0] == 2) * 1000,
+    }
 
 
 def med(runs: list[dict], key: str):
@@ -426,11 +449,15 @@ async def run_all(
         for n in loads["streams"]:
             for key in [*keys, "direct"]:
                 runs.setdefault(key, {}).setdefault(str(n), [])
+        started = itertools.count()
         for rep in range(loads["repeats"]):
             for n in loads["streams"]:
                 # The order rotated each repeat: no build is always measured first, or after the same one.
                 for server in servers[rep % len(servers) :] + servers[: rep % len(servers)]:
                     # A fresh process each repeat: RSS grows from the same kind of baseline.
+                    gc_log = log_dir / f"gc-{next(started)}.json"
+                    if args.gc:  # the probe first on the path, then the build's own tree
+                        server.env.update(PYTHONPATH=f"{GC_PROBE}:{server.cwd}", BENCH_GC_LOG=str(gc_log))
                     if server.process is None:
                         server.start()
                     else:
@@ -450,6 +477,11 @@ async def run_all(
                         after = sink_count(sink)
                         r["spans_exported"] = after["spans"] - exported["spans"]
                         r["export_bytes"] = after["bytes"] - exported["bytes"]
+                    if args.gc:
+                        # Its collections are written at exit: uvicorn ends a SIGTERM by raising it again
+                        # (no atexit), a SIGINT by KeyboardInterrupt (a normal exit).
+                        server.stop(signal_number=signal.SIGINT)
+                        r["gc"] = collections_during(gc_log, r)
                     runs[server.key][str(n)].append(r)
                     log(_line(server.label, n, rep, r))
                 r = await measure(None, upstream, upstream.port, n, loads["tokens"], loads["interval_ms"], direct=True)
@@ -735,6 +767,12 @@ def ab_table(results: dict, markdown: bool = False) -> str:
     rows = []
     figures = [("server_cpu_us_per_token", ".1f"), ("p50_ms", ".2f"), ("p99_ms", ".2f")]
     measured = results["runs"]["runs"]
+    if any("gc" in r for by_n in measured.values() for runs in by_n.values() for r in runs):
+        head += ["gc CPU ms per 10k tokens", "full passes", "longest pass, ms"]
+        figures += [("gc_cpu_ms_per_10k_tokens", ".1f"), ("gc_full", ".0f"), ("gc_longest_ms", ".1f")]
+        for r in (r for by_n in measured.values() for runs in by_n.values() for r in runs if r.get("gc")):
+            r["gc_cpu_ms_per_10k_tokens"] = r["gc"]["cpu_ms_per_10k_tokens"]
+            r["gc_full"], r["gc_longest_ms"] = r["gc"]["collections"][2], r["gc"]["longest_ms"]
     for n in sorted({n for by_n in measured.values() for n in by_n}, key=int):
         for key, label in COLUMNS:
             builds = [("this tree", measured.get(key, {}).get(n))]
@@ -763,7 +801,7 @@ def ab_table(results: dict, markdown: bool = False) -> str:
                     ]
                     rows.append([n, label, f"this tree / {rev}", "", *ratios])
     if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|---:|---|---|---:|---:|---:|---:|"]
+        lines = ["| " + " | ".join(head) + " |", "|---:|---|---|" + "---:|" * (len(head) - 3)]
         return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     return "\n".join(
@@ -784,6 +822,9 @@ def parse_args(argv):
     parser.add_argument("--table", action="store_true", help="run nothing: print the table of the JSON (--out)")
     parser.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     parser.add_argument("--out", type=Path, help="JSON path (default bench/relay_results.json, quick: -quick)")
+    parser.add_argument(
+        "--gc", action="store_true", help="note each server's garbage collections during each load (bench/gc_probe)"
+    )
     parser.add_argument(
         "--baseline",
         metavar="REV",

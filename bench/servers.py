@@ -170,14 +170,14 @@ class Server:
                 pass  # a thread that ended meanwhile
         return total / 1e9
 
-    def stop(self, grace: float = 10.0) -> None:
-        """SIGTERM to its process group, SIGKILL after `grace` seconds."""
+    def stop(self, grace: float = 10.0, signal_number: int = signal.SIGTERM) -> None:
+        """SIGTERM (or `signal_number`) to its process group, SIGKILL after `grace` seconds."""
         process = self.process
         if process is None:
             return
         if process.poll() is None:
             try:
-                os.killpg(process.pid, signal.SIGTERM)
+                os.killpg(process.pid, signal_number)
             except ProcessLookupError:
                 pass
             try:
