@@ -416,6 +416,7 @@ def collections_during(path: Path, r: dict) -> dict:
         "cpu_ms_per_10k_tokens": sum(c[3] for c in during) * 1000 * 10_000 / max(r["tokens"], 1),
         "longest_ms": max((c[2] for c in during), default=0.0) * 1000,
         "full_cpu_ms": sum(c[3] for c in during if c[0] == 2) * 1000,
+        "full_at_s": [round(c[1] - r["started_at"], 3) for c in during if c[0] == 2],  # since the load began
     }
 
 
