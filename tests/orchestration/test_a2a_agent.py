@@ -17,7 +17,7 @@ import pytest
 from sentient_assist import A2AAgent, Agent, AgentResult, broadcast_all, call_agent
 from sentient_assist.events import FINAL_RESPONSE
 from sentient_assist.facade import AgentEvent
-from tests.support.server import RunningServer, free_port, running_command, running_server
+from tests.support.server import RunningServer, free_port, listening_socket, running_server
 from tests.support.sse import new_body, read_stream
 
 KEY = "test-key-for-a2a-agent"
@@ -40,10 +40,10 @@ def marks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def sdk_server(marks: Path) -> Iterator[RunningServer]:
     """The a2a-sdk agent, under uvicorn (`--factory`), as its users serve one."""
-    port = free_port()
-    command = [sys.executable, "-m", "uvicorn", "tests.server.a2a_agents:sdk_app", "--factory", "--port", str(port)]
-    env = {"A2A_TEST_PORT": str(port), "A2A_TEST_MARKS": str(marks)}
-    with running_command(command, port, env) as server:
+    listener = listening_socket()  # its port is in the agent's card: known before it starts
+    command = [sys.executable, "-m", "uvicorn", "tests.server.a2a_agents:sdk_app", "--factory"]
+    env = {"A2A_TEST_PORT": str(listener.getsockname()[1]), "A2A_TEST_MARKS": str(marks)}
+    with running_server(env, command=command, listener=listener) as server:
         yield server
 
 

@@ -19,7 +19,7 @@ from tests.server.test_stream_guarantees import (
     assert_well_ended,
 )
 from tests.support.agents import ScriptedAgent
-from tests.support.server import RunningServer, free_port, running_command
+from tests.support.server import RunningServer, running_server
 from tests.support.sse import new_body, read_stream
 
 AGENT = {"ASSIST_AGENT": "tests.support.agents:ScriptedAgent"}
@@ -28,9 +28,8 @@ KEY = "user-app-key-5d1e"
 
 @contextmanager
 def serving(factory: str, env: dict[str, str] | None = None) -> Iterator[RunningServer]:
-    port = free_port()
-    command = [sys.executable, "-m", "uvicorn", "--factory", f"tests.server.user_apps:{factory}", "--port", str(port)]
-    with running_command(command, port, {**AGENT, **(env or {})}) as server:
+    command = [sys.executable, "-m", "uvicorn", "--factory", f"tests.server.user_apps:{factory}"]
+    with running_server({**AGENT, **(env or {})}, command=command) as server:
         yield server
 
 

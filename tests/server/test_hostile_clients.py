@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.server import RunningServer, free_port, running_command, running_server, uvicorn_in_thread
+from tests.support.server import RunningServer, running_command, running_server, uvicorn_in_thread
 from tests.support.sse import new_body, read_stream
 
 SCRIPTED = "tests.support.agents:ScriptedAgent"
@@ -223,11 +223,12 @@ def test_sigterm_while_a_body_arrives_answers_503_without_a_traceback():
 
 
 def test_default_server_has_the_same_limits_logs_and_backstop(tmp_path):
-    port = free_port()
     script = tmp_path / "serve_it.py"
     script.write_text(
-        textwrap.dedent(f"""
+        textwrap.dedent("""
         import asyncio
+        import sys
+
         from sentient_assist import AbstractAgent, DefaultServer
 
         class Hangs(AbstractAgent):
@@ -238,11 +239,11 @@ def test_default_server_has_the_same_limits_logs_and_backstop(tmp_path):
                 await stream.emit_chunk("waiting ")
                 await asyncio.sleep(3600)
 
-        DefaultServer(Hangs()).run(host="127.0.0.1", port={port})
+        DefaultServer(Hangs()).run(host="127.0.0.1", port=int(sys.argv[1]))
     """)
     )
     env = {"ASSIST_SHUTDOWN_GRACE": "1", "ASSIST_HEADER_TIMEOUT": "1", "ASSIST_LOG_LEVEL": "info"}
-    with running_command([sys.executable, str(script)], port, env) as server:
+    with running_command(lambda port: [sys.executable, str(script), str(port)], env) as server:
         assert httpx.get(server.url + "/healthz?api_key=do-not-log-me").status_code == 200
         huge = connect(server)
         try:

@@ -40,7 +40,7 @@ from sentient_assist.server.settings import Settings
 from tests.server.test_stream_guarantees import assert_well_ended
 from tests.support.agents import ScriptedAgent
 from tests.support.files import wait_for_file
-from tests.support.server import RunningServer, free_port, running_server
+from tests.support.server import RunningServer, check_port_taken, free_port, on_a_free_port, running_server
 from tests.support.sse import Stream, new_body, read_response
 from tests.support.waiting import wait_until
 
@@ -128,16 +128,15 @@ class Proxy:
         return self.access_log.read_text().splitlines() if self.access_log.exists() else []
 
 
-def prefix_directory(tmp: Path, upstreams: list[str]) -> tuple[Path, int, int]:
+def prefix_directory(tmp: Path, upstreams: list[str], http_port: int, https_port: int) -> Path:
     """A prefix directory holding the shipped files and a main nginx.conf (the part a distro
-    ships) that keeps every path in `tmp`; returns it, the HTTP port and the HTTPS port."""
-    shutil.copytree(SHIPPED, tmp / "assist", ignore=shutil.ignore_patterns("*.md"))
-    http_port, https_port = free_port(), free_port()
+    ships) that keeps every path in `tmp`, nginx listening on `http_port` and `https_port`."""
+    shutil.copytree(SHIPPED, tmp / "assist", ignore=shutil.ignore_patterns("*.md"), dirs_exist_ok=True)
     site = tmp / "assist" / "site-tls.conf"
     site.write_text(site_for_test(site.read_text(), upstreams, http_port, https_port, tmp))
     self_signed_certificate(tmp)
     write_main_conf(tmp, "site-tls.conf")
-    return tmp, http_port, https_port
+    return tmp
 
 
 def write_main_conf(tmp: Path, site: str) -> None:
@@ -159,6 +158,7 @@ def wait_for_port(port: int, process: subprocess.Popen, error_log: Path, timeout
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
+            check_port_taken(error_log.read_text(errors="replace"))
             raise RuntimeError(f"nginx exited with {process.returncode}:\n{error_log.read_text(errors='replace')}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
@@ -170,11 +170,19 @@ def wait_for_port(port: int, process: subprocess.Popen, error_log: Path, timeout
 
 @contextmanager
 def running_nginx(tmp: Path, upstreams: dict[str, RunningServer]) -> Iterator[Proxy]:
-    """nginx in the foreground, a child of this process, with its own prefix in `tmp`."""
+    """nginx in the foreground, a child of this process, with its own prefix in `tmp`, on two
+    free ports (nginx cannot take a socket: others if it lost one)."""
+    with on_a_free_port(lambda http_port: _running_nginx(tmp, upstreams, http_port, free_port())) as proxy:
+        yield proxy
+
+
+@contextmanager
+def _running_nginx(tmp: Path, upstreams: dict[str, RunningServer], http_port: int, https_port: int) -> Iterator[Proxy]:
     addresses = [server.url.removeprefix("http://") for server in upstreams.values()]
-    prefix, http_port, https_port = prefix_directory(tmp, addresses)
+    prefix = prefix_directory(tmp, addresses, http_port, https_port)
     assert NGINX is not None
     error_log = tmp / "error.log"
+    error_log.unlink(missing_ok=True)  # a try before this one's
     checked = subprocess.run(
         [NGINX, "-t", "-p", str(prefix), "-c", str(prefix / "nginx.conf"), "-g", "daemon off;"],
         capture_output=True,

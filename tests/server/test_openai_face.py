@@ -20,7 +20,7 @@ from sentient_assist.server.openai.answer import MAX_KEPT_CHARS
 from sentient_assist.server.openai.pauses import take_marker
 from tests.support.agents import SECRET
 from tests.support.files import wait_for_file
-from tests.support.server import RunningServer, free_port, running_command, running_server
+from tests.support.server import RunningServer, running_server
 from tests.support.sse import new_body
 
 KEY = "test-key-for-the-openai-face"
@@ -536,17 +536,8 @@ def test_a_stream_open_at_shutdown_ends_with_a_503_error_and_done():
 
 @pytest.mark.parametrize("factory", ["user_app", "user_app_without_the_face"])
 def test_add_routes_brings_the_face_only_when_given_its_prefix(factory):
-    port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "--factory",
-        f"tests.server.openai_agents:{factory}",
-        "--port",
-        str(port),
-    ]
-    with running_command(command, port, {"ASSIST_LOG_LEVEL": "warning"}) as app:
+    command = [sys.executable, "-m", "uvicorn", "--factory", f"tests.server.openai_agents:{factory}"]
+    with running_server({"ASSIST_LOG_LEVEL": "warning"}, command=command) as app:
         with openai.OpenAI(base_url=app.url + "/bots/chat/v1", api_key="unused", max_retries=0) as client:
             if factory == "user_app":
                 completion = client.chat.completions.create(model=MODEL, messages=[user("think")])

@@ -24,7 +24,7 @@ from sentient_assist.server.openai.pauses import take_marker
 from sentient_assist.server.protocol import BoundedHttpToolsProtocol
 from sentient_assist.server.settings import Settings
 from tests.support.agents import ScriptedAgent
-from tests.support.server import free_port, running_command
+from tests.support.server import running_server
 from tests.support.sse import new_body
 
 PROCESSOR = "settings-per-app"
@@ -201,7 +201,6 @@ def test_two_servers_keep_the_header_limits_of_their_apps():
 
 
 def test_uvicorns_own_command_line_with_workers_keeps_the_apps_header_limit():
-    port = free_port()
     command = [
         sys.executable,
         "-m",
@@ -212,11 +211,9 @@ def test_uvicorns_own_command_line_with_workers_keeps_the_apps_header_limit():
         "sentient_assist.server.protocol:BoundedHttpToolsProtocol",
         "--workers",
         "2",
-        "--port",
-        str(port),
     ]
     env = {"ASSIST_MAX_HEADER_BYTES": "4096", "ASSIST_AGENT": "tests.support.agents:ScriptedAgent"}
-    with running_command(command, port, env) as server:
+    with running_server(env, command=command) as server:
         for _ in range(4):  # connections to either worker
             assert answer_to_a_slow_header_block(server.url, 16_000, wait=1) == 431
             assert answer_to_a_slow_header_block(server.url, 2_000, wait=0.2) == 200
