@@ -21,11 +21,12 @@ import socket
 import struct
 import time
 import uuid
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.support.server import running_server
+from tests.support.server import RunningServer, Servers
 from tests.support.sse import Stream, new_body, parse_block, read_stream
 
 pytestmark = pytest.mark.timeout(90)  # a hang guard: the module takes a few seconds
@@ -57,14 +58,13 @@ ENV = {
 
 
 @pytest.fixture(scope="module")
-def load_server():
+def load_server(serve: Servers) -> Iterator[RunningServer]:
     # 500 client sockets here, 500 there: the server inherits this process's limit.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     try:
-        with running_server(ENV) as server:
-            yield server
+        yield serve(ENV)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 

@@ -7,24 +7,20 @@ from __future__ import annotations
 import json
 import socket
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 
 from sentient_assist import AbstractAgent, Agent, Query, ResponseHandler, Session, add_routes, create_app, load_settings
 from sentient_assist.runtime import pauses
 from sentient_assist.server.openai.pauses import take_marker
-from sentient_assist.server.protocol import BoundedHttpToolsProtocol
 from sentient_assist.server.settings import Settings
 from tests.support.agents import ScriptedAgent
-from tests.support.server import running_server
+from tests.support.server import running_server, uvicorn_in_thread
 from tests.support.sse import new_body
 
 PROCESSOR = "settings-per-app"
@@ -44,26 +40,9 @@ def service(**overrides: Any) -> FastAPI:
 
 @contextmanager
 def serving(app: Any, *, factory: bool = False) -> Iterator[str]:
-    """`app` on a real uvicorn (the service's protocol) on a free loopback port, in a thread of this
-    process; yields its URL."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, factory=factory, http=BoundedHttpToolsProtocol, log_config=None, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    """`app` on a real uvicorn (the service's protocol, its lifespan) in a thread of this process; yields its URL."""
+    with uvicorn_in_thread(app, factory=factory, lifespan="auto", log_level="warning") as (_, (host, port)):
+        yield f"http://{host}:{port}"
 
 
 def remote(url: str) -> Agent:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import httpx
@@ -23,15 +23,13 @@ def bearer(key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
+Target = RunningServer | str | httpx.Client
+
+
 def _request(
-    server: RunningServer | str,
-    path: str,
-    body: Any,
-    key: str | None,
-    headers: dict[str, str] | None,
-    content_type: str,
+    server: Target, path: str, body: Any, key: str | None, headers: dict[str, str] | None, content_type: str
 ) -> dict[str, Any]:
-    url = server if isinstance(server, str) else server.url
+    url = "" if isinstance(server, httpx.Client) else server if isinstance(server, str) else server.url
     if isinstance(body, (bytes, str)) or hasattr(body, "__next__"):
         content = body  # as given: bytes, text, or chunks
     else:
@@ -42,7 +40,7 @@ def _request(
 
 
 def post(
-    server: RunningServer | str,
+    server: Target,
     path: str,
     body: Any = None,
     *,
@@ -52,14 +50,17 @@ def post(
     timeout: float = 30,
     **kwargs: Any,
 ) -> httpx.Response:
-    """POST `body` to `path` on `server` (or a base URL) and read the whole answer: a dict or list
-    as JSON; bytes, text or an iterator of bytes as they are. `key` is the bearer key."""
-    return httpx.post(**_request(server, path, body, key, headers, content_type), timeout=timeout, **kwargs)
+    """POST `body` to `path` on `server` (or a base URL, or a client's) and read the whole answer: a
+    dict or list as JSON; bytes, text or an iterator of bytes as they are. `key` is the bearer key."""
+    request = _request(server, path, body, key, headers, content_type)
+    if isinstance(server, httpx.Client):
+        return server.post(**request, **kwargs)
+    return httpx.post(**request, timeout=timeout, **kwargs)
 
 
 @contextmanager
 def posting(
-    server: RunningServer | str,
+    server: Target,
     path: str,
     body: Any = None,
     *,
@@ -68,8 +69,8 @@ def posting(
     content_type: str = "application/json",
     timeout: float = 30,
 ) -> Iterator[httpx.Response]:
-    """The same POST, its answer streamed: read it as it arrives; leaving closes the connection."""
-    with httpx.Client(timeout=timeout) as client:
-        request = _request(server, path, body, key, headers, content_type)
-        with client.stream("POST", request.pop("url"), **request) as response:
-            yield response
+    """The same POST, its answer streamed: read it as it arrives; leaving closes the response."""
+    request = _request(server, path, body, key, headers, content_type)
+    with ExitStack() as stack:
+        client = server if isinstance(server, httpx.Client) else stack.enter_context(httpx.Client(timeout=timeout))
+        yield stack.enter_context(client.stream("POST", request.pop("url"), **request))

@@ -110,6 +110,30 @@ class RunningServer:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def connections(self) -> list[int]:
+        """The server's open TCP connections (established, or closed by the client and not yet by
+        the server), each as the bytes it has yet to send (its send queue): /proc/net/tcp."""
+        return [queued for state, queued in _tcp_on_port(self.port) if state in _OPEN]
+
+    def wait_until_quiet(self, timeout: float = 10) -> None:
+        """Until the server holds no connection (the start-up probe's, an earlier test's)."""
+        assert wait_until(lambda: not self.connections(), timeout), f"still connected: {self.connections()}"
+
+
+# /proc/net/tcp's states of a connection that the server still holds open: ESTABLISHED, SYN_RECV, CLOSE_WAIT.
+_OPEN = {"01", "03", "08"}
+
+
+def _tcp_on_port(port: int) -> list[tuple[str, int]]:
+    """(state, send queue) of each IPv4 socket whose local port is `port`."""
+    found = []
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, state, queues = fields[1], fields[3], fields[4]
+        if int(local.rsplit(":", 1)[1], 16) == port:
+            found.append((state, int(queues.split(":")[0], 16)))
+    return found
+
 
 @contextmanager
 def running_server(
@@ -216,17 +240,20 @@ def _wait_until_healthy(server: RunningServer, port_may_be_taken: bool, timeout:
 
 class Servers:
     """The service per set of settings, started at first use and shared till the session ends
-    (the `serve` fixture): `serve(env, args)` gives the one running with exactly those."""
+    (the `serve` fixture): `serve(env, args)` gives the one running with exactly those (and
+    `command`, another that takes `--fd`: uvicorn's own, say)."""
 
     def __init__(self) -> None:
         self._stack = ExitStack()
         self._running: dict[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], RunningServer] = {}
 
-    def __call__(self, env: dict[str, str] | None = None, args: list[str] | None = None) -> RunningServer:
-        key = (tuple(sorted((env or {}).items())), tuple(args or ()))
+    def __call__(
+        self, env: dict[str, str] | None = None, args: list[str] | None = None, *, command: list[str] = SERVE
+    ) -> RunningServer:
+        key = (tuple(sorted((env or {}).items())), (*command, *(args or ())))
         server = self._running.get(key)
         if server is None or not server.alive:  # a test that broke a shared server gets another
-            server = self._stack.enter_context(running_server(env, args))
+            server = self._stack.enter_context(running_server(env, args, command=command))
             self._running[key] = server
         return server
 
