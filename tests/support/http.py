@@ -27,7 +27,7 @@ Target = RunningServer | str | httpx.Client
 
 
 def _request(
-    server: Target, path: str, body: Any, key: str | None, headers: dict[str, str] | None, content_type: str
+    server: Target, path: str, body: Any, key: str | None, headers: dict[str, Any] | None, content_type: str | None
 ) -> dict[str, Any]:
     url = "" if isinstance(server, httpx.Client) else server if isinstance(server, str) else server.url
     if isinstance(body, (bytes, str)) or hasattr(body, "__next__"):
@@ -35,7 +35,9 @@ def _request(
     else:
         # json.dumps with its escapes, so that a lone surrogate goes as `\ud800`, as a client may send it.
         content = json.dumps(body).encode()
-    sent = {"Content-Type": content_type, **bearer(key), **(headers or {})}
+    sent = httpx.Headers({"Content-Type": content_type} if content_type else {})
+    for more in (bearer(key), headers or {}):
+        sent.update(more)  # a name given again, in whatever case, replaces the one before
     return {"url": url + path, "content": content, "headers": sent}
 
 
@@ -45,13 +47,14 @@ def post(
     body: Any = None,
     *,
     key: str | None = None,
-    headers: dict[str, str] | None = None,
-    content_type: str = "application/json",
+    headers: dict[str, Any] | None = None,
+    content_type: str | None = "application/json",
     timeout: float = 30,
     **kwargs: Any,
 ) -> httpx.Response:
     """POST `body` to `path` on `server` (or a base URL, or a client's) and read the whole answer: a
-    dict or list as JSON; bytes, text or an iterator of bytes as they are. `key` is the bearer key."""
+    dict or list as JSON; bytes, text or an iterator of bytes as they are. `key` is the bearer key;
+    `headers` add to (or replace) Content-Type, which `content_type=None` leaves out."""
     request = _request(server, path, body, key, headers, content_type)
     if isinstance(server, httpx.Client):
         return server.post(**request, **kwargs)
@@ -65,8 +68,8 @@ def posting(
     body: Any = None,
     *,
     key: str | None = None,
-    headers: dict[str, str] | None = None,
-    content_type: str = "application/json",
+    headers: dict[str, Any] | None = None,
+    content_type: str | None = "application/json",
     timeout: float = 30,
 ) -> Iterator[httpx.Response]:
     """The same POST, its answer streamed: read it as it arrives; leaving closes the response."""
