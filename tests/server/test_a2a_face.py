@@ -40,8 +40,8 @@ from google.protobuf.json_format import MessageToDict
 from sentient_assist.runtime.run import AGENT_FAILED_MESSAGE, TIMEOUT_MESSAGE
 from tests.support.agents import SECRET
 from tests.support.files import wait_for_file
-from tests.support.http import post
 from tests.support.redis_server import RunningRedis, running_redis
+from tests.support.request import post
 from tests.support.server import ALL_FACES, ROOT, RunningServer, Servers, running_server
 
 KEY = "test-key-for-the-a2a-face"

@@ -23,7 +23,7 @@ from sentient_assist.runtime.run import AGENT_FAILED_MESSAGE
 from tests.support import sse
 from tests.support.agents import SECRET
 from tests.support.files import wait_for_file
-from tests.support.http import post, posting
+from tests.support.request import post, posting
 from tests.support.server import ALL_FACES, ROOT, RunningServer, Servers, running_server
 from tests.support.sse import iter_events
 from tests.support.waiting import wait_until

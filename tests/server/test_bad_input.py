@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.support.http import post
+from tests.support.request import post
 from tests.support.sse import new_body, read_stream
 
 GOOD_ID = "01JDQ4Z8M7T3V5X9A2B4C6D8EF"

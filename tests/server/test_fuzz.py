@@ -28,7 +28,7 @@ from ulid import ULID
 # These validate every event with the 0.3.0 reference models (and skip without them, as
 # README's test setup installs them).
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
-from tests.support.http import posting
+from tests.support.request import posting
 from tests.support.server import RunningServer
 from tests.support.sse import Stream, parse_block, read_response, read_stream
 from tests.support.waiting import wait_until

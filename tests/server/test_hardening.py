@@ -9,7 +9,7 @@ import threading
 import httpx
 import pytest
 
-from tests.support.http import bearer, post
+from tests.support.request import bearer, post
 from tests.support.sse import iter_events, new_body, read_stream
 from tests.support.waiting import wait_until
 

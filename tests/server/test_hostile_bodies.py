@@ -21,7 +21,7 @@ from sentient_assist.protocol.request import MAX_NAME_LENGTH
 from sentient_assist.server.validation import MAX_ERRORS, TOO_MANY_ERRORS, validation_detail
 from tests.protocol.test_request_limits import long_chat
 from tests.server.test_stream_guarantees import assert_well_ended
-from tests.support.http import post
+from tests.support.request import post
 from tests.support.server import RunningServer, Servers
 from tests.support.sse import new_body, new_session, read_stream
 

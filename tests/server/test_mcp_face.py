@@ -35,7 +35,7 @@ from sentient_assist.server.settings import load_settings
 from tests.server.mcp_face_agents import MCPFaceAgent
 from tests.support.agents import SECRET
 from tests.support.files import wait_for_file
-from tests.support.http import post, posting
+from tests.support.request import post, posting
 from tests.support.server import ALL_FACES, ROOT, RunningServer, Servers, clean_env, running_server
 from tests.support.sse import events_of, iter_events
 from tests.support.waiting import wait_until

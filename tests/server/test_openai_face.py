@@ -19,7 +19,7 @@ from sentient_assist.server.openai.answer import MAX_KEPT_CHARS
 from sentient_assist.server.openai.pauses import take_marker
 from tests.support.agents import SECRET
 from tests.support.files import wait_for_file
-from tests.support.http import post
+from tests.support.request import post
 from tests.support.server import RunningServer, Servers, running_server
 from tests.support.sse import events_of, iter_events, new_body
 from tests.support.waiting import wait_until

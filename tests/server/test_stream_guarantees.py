@@ -10,7 +10,7 @@ from ulid import ULID
 
 from tests.support.agents import SECRET
 from tests.support.files import wait_for_file
-from tests.support.http import posting
+from tests.support.request import posting
 from tests.support.sse import Stream, iter_events, new_body, new_session, read_stream
 from tests.support.waiting import wait_until
 

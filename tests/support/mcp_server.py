@@ -79,8 +79,10 @@ def fail(reason: str = "no reason") -> str:
 
 
 @server.tool()
-async def slow(seconds: float) -> str:
-    """Answers after `seconds`."""
+async def slow(seconds: float, started: str = "") -> str:
+    """Answers after `seconds` (and makes the file `started` names, if any, as it begins)."""
+    if started:
+        Path(started).touch()
     await asyncio.sleep(seconds)
     return f"slept {seconds:g}s"
 
