@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from sentient_assist import __version__
-from tests.support.server import ROOT, clean_env, running_command, running_server
+from tests.support.server import ROOT, clean_env, running_command
 from tests.support.sse import new_body, read_stream
 
 
@@ -48,10 +48,9 @@ def test_an_llm_agent_without_model_name_does_not_start_and_says_how_to_fix_it()
     assert "Traceback" not in result.stderr
 
 
-def test_serve_with_two_workers_streams():
-    with running_server(args=["--workers", "2"]) as server:
-        stream = read_stream(server.url, new_body("hi"))
-        assert stream.names()[-1] == "done"
+def test_serve_with_two_workers_streams(serve):
+    stream = read_stream(serve(args=["--workers", "2"]).url, new_body("hi"))
+    assert stream.names()[-1] == "done"
 
 
 def test_default_server_runs_an_agent_written_the_0_3_0_way(tmp_path):

@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import time
 import zipfile
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 
 from tests.support.server import ROOT, clean_env, running_server
 from tests.support.sse import new_body, read_stream
+from tests.support.waiting import wait_until
 
 BIN = Path(sys.executable).parent
 BUILT_IN = ["assistant", "chat", "concierge", "echo", "showcase", "trip"]
@@ -295,12 +295,11 @@ def test_reload_restarts_when_a_file_of_an_agents_dir_elsewhere_changes(project,
     with running_server({"ASSIST_AGENTS_DIR": str(elsewhere)}, command=command, cwd=project) as server:
         assert answer_of(server.url) == "from a file added after the install"
         agent_file.write_text(AGENT_FILE.replace("from a file added after the install", "edited"))
-        deadline = time.monotonic() + 20
-        answer = ""
-        while time.monotonic() < deadline and answer != "edited":
-            time.sleep(0.3)
+
+        def edited() -> bool:
             try:
-                answer = answer_of(server.url)
+                return answer_of(server.url) == "edited"
             except httpx.TransportError:
-                continue  # restarting
-        assert answer == "edited"
+                return False  # restarting
+
+        assert wait_until(edited, 20)
