@@ -26,6 +26,7 @@ from ulid import ULID
 
 from sentient_assist.server.assist import json_of
 from tests.support.server import RunningServer, Servers
+from tests.support.sse import events_of
 from tests.support.waiting import wait_until
 
 MAX_BODY = 1_048_576
@@ -67,6 +68,12 @@ def bomb(prompt: str, turns: int = TURNS, size: int = MAX_BODY - 1024) -> bytes:
 
 def plain(prompt: str) -> bytes:
     return dumps({"query": {"id": str(ULID()), "prompt": prompt}})
+
+
+def session_of(response: httpx.Response) -> dict:
+    """What the scripted agent's `session` behaviour saw, from its SESSION event."""
+    (session,) = [event.json["content"] for event in events_of(response.text) if event.event == "SESSION"]
+    return session
 
 
 def rss_mb(server: RunningServer) -> float:
@@ -136,7 +143,7 @@ def test_the_bomb_is_a_valid_request_of_8500_turns(server):
     with httpx.Client(base_url=server.url, timeout=20) as client:
         response = client.post("/assist", content=body, headers=HEADERS)
     assert response.status_code == 200
-    session = json.loads(response.text.split("event: SESSION\ndata: ", 1)[1].split("\n", 1)[0])["content"]
+    session = session_of(response)
     assert session["interactions"] == TURNS
     assert session["prompts"][-1].startswith(f"{TURNS - 1:x}.")
 
@@ -158,7 +165,7 @@ def test_a_last_turn_of_18000_answers_is_answered(server):
     with httpx.Client(base_url=server.url, timeout=20) as client:
         response = client.post("/assist", content=body, headers=HEADERS)
     assert response.status_code == 200
-    session = json.loads(response.text.split("event: SESSION\ndata: ", 1)[1].split("\n", 1)[0])["content"]
+    session = session_of(response)
     assert session["interactions"] == 1 and session["prompts"] == ["long"]
 
 

@@ -4,7 +4,6 @@ app of your own with add_routes seals pauses with the secret of its `settings`."
 
 from __future__ import annotations
 
-import json
 import socket
 import sys
 from collections.abc import Callable, Iterator
@@ -21,7 +20,7 @@ from sentient_assist.server.openai.pauses import take_marker
 from sentient_assist.server.settings import Settings
 from tests.support.agents import ScriptedAgent
 from tests.support.server import running_server, uvicorn_in_thread
-from tests.support.sse import new_body
+from tests.support.sse import iter_events, new_body
 
 PROCESSOR = "settings-per-app"
 SECRET_A = "the secret of app A, 16 bytes or more"
@@ -79,8 +78,8 @@ def test_two_apps_keep_their_own_body_limits():
         assert httpx.post(small + "/assist", json=body, timeout=10).status_code == 413
         with httpx.stream("POST", large + "/assist", json=body, timeout=10) as response:
             assert response.status_code == 200
-            names = [line for line in response.iter_lines() if line.startswith("event: ")]
-        assert names[-2:] == ["event: ASK_USER", "event: done"]
+            names = [event.event for event in iter_events(response)]
+        assert names[-2:] == ["ASK_USER", "done"]
         assert httpx.post(small + "/assist", json=new_body("ask:short"), timeout=10).status_code == 200
 
 
@@ -140,8 +139,8 @@ def test_an_in_process_sub_agent_seals_with_the_secret_of_the_app_it_runs_in():
     app = create_app(settings(resume_secret=SECRET_B), agent=AsksThroughASubAgent())
     with serving(app) as url:
         with httpx.stream("POST", url + "/assist", json=new_body("go"), timeout=10) as response:
-            data = [line for line in response.iter_lines() if line.startswith("data: ") and "SUB_PAUSE" in line]
-    token = json.loads(data[0].removeprefix("data: "))["content"]["token"]
+            data = [event.json for event in iter_events(response) if event.event == "SUB_PAUSE"]
+    token = data[0]["content"]["token"]
     digest = pauses.prompts_digest(["ask:trip"])
     # Resumable by any replica of the service, not only by the process that ran the sub-agent.
     assert (

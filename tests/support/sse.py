@@ -190,3 +190,24 @@ def read_response(
     if response.status_code == 200:
         assert buffer == b"", f"bytes after the last frame: {buffer!r}"
     return stream
+
+
+async def aread_response(response: httpx.Response, stop_after: int | None = None) -> Stream:
+    """`read_response` for an AsyncClient's streamed response; with `stop_after`, it stops reading
+    once that many frames have come (the caller's leaving the response then closes it mid-stream)."""
+    stream = Stream(response.status_code, response.headers)
+    if response.status_code != 200:
+        stream.raw = await response.aread()
+        return stream
+    buffer = b""
+    async for chunk in response.aiter_raw():
+        now = time.time()
+        stream.raw += chunk
+        buffer += chunk
+        while b"\n\n" in buffer:
+            block, buffer = buffer.split(b"\n\n", 1)
+            parse_block(block, now, stream)
+            if stop_after is not None and len(stream.frames) >= stop_after:
+                return stream
+    assert buffer == b"", f"bytes after the last frame: {buffer!r}"
+    return stream
