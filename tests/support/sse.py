@@ -88,7 +88,8 @@ def _split(chunks: Iterable[bytes]) -> Iterator[Event]:
 
 
 def iter_events(response: httpx.Response) -> Iterator[Event]:
-    """The events of a streamed response, each as soon as it has arrived."""
+    """The events of a streamed response, each as soon as it has arrived. Keep the iterator while
+    the stream must stay open: dropped, it closes the response (as httpx's own iterators do)."""
     yield from _split(response.iter_raw())
 
 
