@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+import socket
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -47,6 +48,8 @@ def _serve(args: argparse.Namespace) -> int:
 
     # A socket already listening (a process manager's, a test's) stands in for the host and port.
     where: dict[str, Any] = {"fd": args.fd} if args.fd is not None else {"host": settings.host, "port": settings.port}
+    if args.fd is not None:
+        _no_delay(args.fd)
     options: dict[str, Any] = {**where, **uvicorn_options(settings)}
     if args.reload or args.workers > 1:
         if settings.resume_secret is None:
@@ -71,6 +74,14 @@ def _serve(args: argparse.Namespace) -> int:
 
         uvicorn.run(create_app(settings, agent), **options)
     return 0
+
+
+def _no_delay(fd: int) -> None:
+    """TCP_NODELAY on an inherited listening socket, which what it accepts inherits: uvicorn takes
+    `fd` as a Unix socket and sets it on none of them, as it does on a port of its own."""
+    with socket.socket(fileno=os.dup(fd)) as listener:
+        if listener.family in (socket.AF_INET, socket.AF_INET6):
+            listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 @contextlib.contextmanager

@@ -29,7 +29,7 @@ from ulid import ULID
 # README's test setup installs them).
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
 from tests.support.request import posting
-from tests.support.server import RunningServer
+from tests.support.server import ALL_FACES, RunningServer
 from tests.support.sse import Stream, parse_block, read_response, read_stream
 from tests.support.waiting import wait_until
 
@@ -44,6 +44,7 @@ ENV = {
     "ASSIST_MAX_BODY_BYTES": str(MAX_BODY),
     "ASSIST_REQUEST_TIMEOUT": "5",
     "ASSIST_LOG_LEVEL": "warning",
+    **ALL_FACES,  # the schema fuzzed is every face's
 }
 API_KEYS = ("fuzz-key-1", "second.key~2")
 

@@ -506,7 +506,7 @@ def test_spans_still_queued_at_sigterm_are_exported_before_the_process_exits(rec
 
 
 def test_a_host_handing_off_to_an_a2a_agent_of_another_process_shares_its_trace(receiver):
-    with running_server({"ASSIST_AGENT": "echo", **otel_env(receiver, "a2a-far")}) as far:
+    with running_server({"ASSIST_AGENT": "echo", **otel_env(receiver, "a2a-far"), **ALL_FACES}) as far:
         env = {
             "ASSIST_AGENT": "tests.server.a2a_agents:a2a_host",
             "A2A_REMOTE_URL": far.url,

@@ -43,6 +43,10 @@ def listening_socket() -> socket.socket:
     """A loopback socket listening on a port the kernel chose: held from the start, so nobody else
     can take the port before the server does."""
     sock = socket.socket()
+    # uvicorn takes a socket from `--fd` as a Unix one (socket.fromfd(fd, AF_UNIX, ...)), so neither
+    # uvloop nor asyncio sets TCP_NODELAY on what it accepts, as they do on a port of uvicorn's own:
+    # set on the listening socket, every accepted connection inherits it (Linux), as served for real.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind((HOST, 0))
     sock.listen(2048)  # uvicorn's own backlog
     return sock
