@@ -298,8 +298,10 @@ def test_reload_restarts_when_a_file_of_an_agents_dir_elsewhere_changes(project,
 
         def edited() -> bool:
             try:
-                return answer_of(server.url) == "edited"
+                stream = read_stream(server.url, new_body("hi"))
             except httpx.TransportError:
                 return False  # restarting
+            # While it restarts, an answer may come from neither agent (the edit half written).
+            return [e["content"] for e in stream.events if e["event_name"] == "ANSWER"] == ["edited"]
 
         assert wait_until(edited, 20)
