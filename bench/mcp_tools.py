@@ -35,10 +35,13 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+
+from bench.servers import free_port, port_taken
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGUMENTS = json.dumps({"text": "hello, tool"})
@@ -78,21 +81,22 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def start_http_server() -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
+    output = tempfile.TemporaryFile()  # a file, never a pipe nobody reads past the start
     process = subprocess.Popen(
-        [sys.executable, "-m", "bench.mcp_tools", "--serve", "http", "--port", str(port)], cwd=ROOT
+        [sys.executable, "-m", "bench.mcp_tools", "--serve", "http", "--port", str(port)],
+        cwd=ROOT,
+        stderr=output,
     )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"the HTTP server exited with {process.returncode}")
+            output.seek(0)
+            error = output.read().decode(errors="replace")
+            if port_taken(error):
+                return start_http_server()  # another process took the port first: another one
+            raise RuntimeError(f"the HTTP server exited with {process.returncode}:\n{error[-2000:]}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return process, f"http://127.0.0.1:{port}/mcp"

@@ -48,9 +48,17 @@ print(json.dumps(out))
 
 
 def free_port() -> int:
+    """A port nobody listens on now. A server told to listen on it may find it taken by then: it
+    exits saying so (`port_taken`), and is started again on another (Server.wait_ready)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
+
+
+def port_taken(log: str) -> bool:
+    """Whether a server's output says another process took its port (uvicorn, redis-server, nginx)."""
+    return "address already in use" in log.lower()
 
 
 def stack_versions(python: str) -> dict[str, str]:
@@ -143,6 +151,9 @@ class Server:
         last = ""
         while time.monotonic() < deadline:
             if self.process is None or self.process.poll() is not None:
+                if port_taken(self.log_tail()):
+                    self.restart()
+                    continue
                 raise RuntimeError(f"{self.label} server exited at start:\n{self.log_tail()}")
             result = await client.assist(HOST, self.port, "stream:1", timeout=5)
             if result.ok:

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import secrets
+import socket
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -48,7 +49,11 @@ def _serve(args: argparse.Namespace) -> int:
 
     from sentient_assist.server.serving import uvicorn_options
 
-    options: dict[str, Any] = {"host": settings.host, "port": settings.port, **uvicorn_options(settings)}
+    # A socket already listening (a process manager's, a test's) stands in for the host and port.
+    where: dict[str, Any] = {"fd": args.fd} if args.fd is not None else {"host": settings.host, "port": settings.port}
+    if args.fd is not None:
+        _no_delay(args.fd)
+    options: dict[str, Any] = {**where, **uvicorn_options(settings)}
     if args.reload or args.workers > 1:
         if settings.resume_secret is None:
             # One secret for all the workers of this start: a pause made by one resumes in any.
@@ -72,6 +77,14 @@ def _serve(args: argparse.Namespace) -> int:
 
         uvicorn.run(create_app(settings, agent), **options)
     return 0
+
+
+def _no_delay(fd: int) -> None:
+    """TCP_NODELAY on an inherited listening socket, which what it accepts inherits: uvicorn takes
+    `fd` as a Unix socket and sets it on none of them, as it does on a port of its own."""
+    with socket.socket(fileno=os.dup(fd)) as listener:
+        if listener.family in (socket.AF_INET, socket.AF_INET6):
+            listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 @contextlib.contextmanager
@@ -156,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the /assist service")
     serve.add_argument("--host", help="address to listen on (ASSIST_HOST, default 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port to listen on (ASSIST_PORT, default 8000)")
+    serve.add_argument("--fd", type=int, help="serve on the listening socket of this inherited file descriptor")
     serve.add_argument("--agent", help="agent name from agents/ or module:attr (ASSIST_AGENT, default showcase)")
     serve.add_argument("--reload", action="store_true", help="restart when the code changes (development)")
     serve.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")

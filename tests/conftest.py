@@ -6,28 +6,40 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.openai_server import FakeOpenAI
-from tests.support.server import running_server
+from tests.support.server import RunningServer, Servers
 
 SCRIPTED_TIMEOUT = 3.0
 SCRIPTED_PING = 0.5
 
 
 @pytest.fixture(scope="session")
-def scripted_server():
-    env = {
-        "ASSIST_AGENT": "tests.support.agents:ScriptedAgent",
-        "ASSIST_REQUEST_TIMEOUT": str(SCRIPTED_TIMEOUT),
-        "ASSIST_PING_INTERVAL": str(SCRIPTED_PING),
-        "ASSIST_LOG_LEVEL": "warning",
-    }
-    with running_server(env) as server:
-        yield server
+def serve() -> Iterator[Servers]:
+    """`serve(env, args)`: the service (`python -m app serve`) with exactly these settings and
+    flags, started at first use and shared by every test that asks for the same, till the session
+    ends. A test that stops, signals or breaks its server starts its own with `running_server`."""
+    servers = Servers()
+    try:
+        yield servers
+    finally:
+        servers.close()
+
+
+SCRIPTED = {
+    "ASSIST_AGENT": "tests.support.agents:ScriptedAgent",
+    "ASSIST_REQUEST_TIMEOUT": str(SCRIPTED_TIMEOUT),
+    "ASSIST_PING_INTERVAL": str(SCRIPTED_PING),
+    "ASSIST_LOG_LEVEL": "warning",
+}
 
 
 @pytest.fixture(scope="session")
-def showcase_server():
-    with running_server() as server:
-        yield server
+def scripted_server(serve: Servers) -> RunningServer:
+    return serve(SCRIPTED)
+
+
+@pytest.fixture(scope="session")
+def showcase_server(serve: Servers) -> RunningServer:
+    return serve()
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from sentient_assist import __version__
-from tests.support.server import ROOT, clean_env, free_port, running_command, running_server
+from tests.support.server import ROOT, clean_env, running_command
 from tests.support.sse import new_body, read_stream
 
 
@@ -48,17 +48,17 @@ def test_an_llm_agent_without_model_name_does_not_start_and_says_how_to_fix_it()
     assert "Traceback" not in result.stderr
 
 
-def test_serve_with_two_workers_streams():
-    with running_server(args=["--workers", "2"]) as server:
-        stream = read_stream(server.url, new_body("hi"))
-        assert stream.names()[-1] == "done"
+def test_serve_with_two_workers_streams(serve):
+    stream = read_stream(serve(args=["--workers", "2"]).url, new_body("hi"))
+    assert stream.names()[-1] == "done"
 
 
 def test_default_server_runs_an_agent_written_the_0_3_0_way(tmp_path):
-    port = free_port()
     script = tmp_path / "serve_it.py"
     script.write_text(
-        textwrap.dedent(f"""
+        textwrap.dedent("""
+        import sys
+
         from sentient_assist import AbstractAgent, DefaultServer, Query, ResponseHandler, Session
 
         class Echo(AbstractAgent):
@@ -71,10 +71,10 @@ def test_default_server_runs_an_agent_written_the_0_3_0_way(tmp_path):
                 await stream.complete()
                 await response_handler.complete()
 
-        DefaultServer(Echo()).run(host="127.0.0.1", port={port})
+        DefaultServer(Echo()).run(host="127.0.0.1", port=int(sys.argv[1]))
     """)
     )
-    with running_command([sys.executable, str(script)], port) as server:
+    with running_command(lambda port: [sys.executable, str(script), str(port)]) as server:
         stream = read_stream(server.url, new_body("echo me"))
     assert stream.names() == ["FINAL_RESPONSE", "FINAL_RESPONSE", "done"]
     assert stream.events[0]["content"] == "echo me"

@@ -5,12 +5,12 @@ The convention, as written in the Markdown:
 - A block fenced ```python is run: exec'd in a fresh namespace (`__name__` is not
   "__main__", so an `if __name__ == "__main__":` part, which would serve until stopped, is
   not), with top-level `await` allowed as in `python -m asyncio`.
-- A block fenced ```bash is run with bash (`set -euo pipefail`, stdin empty), with .venv/bin
-  first on PATH and the checkout on PYTHONPATH, so `assist ...` and `python -m app ...` both
-  work.
+- A block fenced ```bash is run with bash (`set -euo pipefail`, stdin empty), with the bin
+  folder of the Python running the tests first on PATH (its environment's `assist`) and the
+  checkout on PYTHONPATH, so `assist ...` and `python -m app ...` both work.
   - A line that starts the service (`assist serve ...`, `python -m app serve ...`, with or
-    without a trailing `&`) is run by the test instead: that command on a free loopback port
-    (ASSIST_PORT), until /healthz answers; then the rest of the block; then it is stopped.
+    without a trailing `&`) is run by the test instead: that command on a loopback socket the
+    test bound (`--fd`), until /healthz answers; then the rest of the block; then it is stopped.
   - `127.0.0.1:8000` and `localhost:8000` are rewritten to the port of the service the block
     talks to: its own, else one `assist serve` (the showcase) started once for the module.
   - A block whose first line starts with `$ ` is a transcript: its `$ ` lines are the
@@ -36,6 +36,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -43,10 +44,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.server import clean_env, free_port, running_command
+from tests.support.server import RunningServer, clean_env, running_server
 
 ROOT = Path(__file__).resolve().parents[1]
-VENV_BIN = ROOT / ".venv" / "bin"
+# The environment running the tests (`.venv`, `.venv-3.12`): its `assist`, never another's.
+VENV_BIN = Path(sys.executable).parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LANGUAGES = {"python", "bash", "text"}
 
@@ -144,9 +146,7 @@ class Services:
 
     def shared_port(self) -> int:
         if not self._port:
-            port = free_port()
-            self._stack.enter_context(running_command(serve_command("assist serve", port), port, cwd=self._project))
-            self._port = port
+            self._port = serving(self._stack, "assist serve", self._project).port
         return self._port
 
 
@@ -160,13 +160,18 @@ def shell_env(**extra: str) -> dict[str, str]:
     return clean_env({"PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(ROOT), **extra})
 
 
-def serve_command(line: str, port: int) -> list[str]:
-    """`[VAR=value ...] assist serve ...` as an argv: `env` sets the variables, and the port."""
+def serve_command(line: str) -> list[str]:
+    """`[VAR=value ...] assist serve ...` as an argv: `env` sets the variables."""
     words = shlex.split(line)
     assignments = [word for word in words if re.fullmatch(r"[A-Z][A-Z0-9_]*=.*", word)]
     command = words[len(assignments) :]
     command[0] = shutil.which(command[0], path=shell_env()["PATH"]) or command[0]
-    return ["env", f"ASSIST_PORT={port}", f"PYTHONPATH={ROOT}", *assignments, *command]
+    return ["env", f"PYTHONPATH={ROOT}", *assignments, *command]
+
+
+def serving(stack: ExitStack, line: str, project: Path) -> RunningServer:
+    """The service as `line` starts it, on a socket of the test's (`--fd`), until `stack` closes."""
+    return stack.enter_context(running_server(command=serve_command(line), cwd=project, env=shell_env()))
 
 
 def with_port(text: str, port: int) -> str:
@@ -190,15 +195,13 @@ def run_shell_block(block: Block, project: Path, services: Services) -> None:
         if re.search(rf"(?:^|[|;&(]|\$\()\s*{tool}\b", block.code, flags=re.MULTILINE) and not shutil.which(tool):
             pytest.skip(f"{block.where}: {tool} is not installed")
     lines = block.code.splitlines()
-    serving = [line for line in lines if SERVE.match(line)]
-    assert len(serving) <= 1, f"{block.where}: at most one line that starts the service"
+    serving_lines = [line for line in lines if SERVE.match(line)]
+    assert len(serving_lines) <= 1, f"{block.where}: at most one line that starts the service"
     rest = [line for line in lines if not SERVE.match(line)]
     with ExitStack() as stack:
         port = 0
-        if serving:
-            port = free_port()
-            command = serve_command(SERVE.match(serving[0])["command"], port)  # type: ignore[index]
-            stack.enter_context(running_command(command, port, cwd=project))
+        if serving_lines:
+            port = serving(stack, SERVE.match(serving_lines[0])["command"], project).port  # type: ignore[index]
         elif PORT.search(block.code):
             port = services.shared_port()
         if rest and rest[0].startswith("$ "):

@@ -23,7 +23,7 @@ from sentient_assist.server import routes
 from sentient_assist.server.serving import BACKSTOP_SECONDS
 from sentient_assist.server.settings import Settings, env_name, load_settings
 from sentient_assist.version import __version__
-from tests.support.server import running_server
+from tests.support.server import Servers
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "kubernetes"
@@ -159,10 +159,10 @@ def test_the_probes_are_the_apps_liveness_and_readiness_routes() -> None:
         assert probes[probe]["httpGet"]["port"] in (probes["ports"][0]["name"], probes["ports"][0]["containerPort"])
 
 
-def test_a_server_with_the_configmaps_settings_answers_the_probes_without_a_key() -> None:
+def test_a_server_with_the_configmaps_settings_answers_the_probes_without_a_key(serve: Servers) -> None:
     key = "k8s-test-key-0123456789"
     env = configmap_env() | {"ASSIST_API_KEYS": key, "ASSIST_RESUME_SECRET": "k8s-test-resume-secret-0123456789"}
-    with running_server(env) as server, httpx.Client(base_url=server.url, timeout=5) as client:
+    with httpx.Client(base_url=serve(env).url, timeout=5) as client:
         # The kubelet sends no Authorization header; /assist does need one here.
         assert client.post("/assist", json={}).status_code == 401
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):

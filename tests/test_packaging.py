@@ -9,15 +9,15 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import time
 import zipfile
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.server import ROOT, clean_env, free_port, running_command
+from tests.support.server import ROOT, clean_env, running_server
 from tests.support.sse import new_body, read_stream
+from tests.support.waiting import wait_until
 
 BIN = Path(sys.executable).parent
 BUILT_IN = ["assistant", "chat", "concierge", "echo", "showcase", "trip"]
@@ -180,9 +180,8 @@ def test_a_users_own_app_package_and_ours_work_in_one_process(installed, user_pr
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["hello ada, from the user app", "sentient_assist.server.app"]
-    port = free_port()
-    command = [str(installed / "python"), "-m", "uvicorn", "app.main:app", "--port", str(port)]
-    with running_command(command, port, cwd=user_project) as server:
+    command = [str(installed / "python"), "-m", "uvicorn", "app.main:app"]
+    with running_server(command=command, cwd=user_project) as server:
         stream = read_stream(server.url, new_body("grace"))
         assert httpx.get(f"{server.url}/greetings/ada").json() == {"greeting": "hello ada, from the user app"}
     assert stream.names() == ["FINAL_RESPONSE", "FINAL_RESPONSE", "done"]
@@ -193,9 +192,8 @@ def test_a_users_own_app_package_and_ours_work_in_one_process(installed, user_pr
 def test_assist_serve_in_a_users_project_serves_its_agent_that_imports_its_app(installed, user_project, workers):
     """Workers build the app with our own factory: the user's `app.main:app` serves echo, so a
     worker that imported it would answer "lin"."""
-    port = free_port()
-    command = [str(installed / "assist"), "serve", "--port", str(port), "--agent", "greeter", *workers]
-    with running_command(command, port, cwd=user_project) as server:
+    command = [str(installed / "assist"), "serve", "--agent", "greeter", *workers]
+    with running_server(command=command, cwd=user_project) as server:
         streams = [read_stream(server.url, new_body("lin")) for _ in range(4)]
     for stream in streams:
         assert stream.names() == ["ANSWER", "done"]
@@ -203,8 +201,7 @@ def test_assist_serve_in_a_users_project_serves_its_agent_that_imports_its_app(i
 
 
 def test_assist_serve_in_an_empty_folder_serves_the_built_in_showcase(installed, tmp_path):
-    port = free_port()
-    with running_command([str(installed / "assist"), "serve", "--port", str(port)], port, cwd=tmp_path) as server:
+    with running_server(command=[str(installed / "assist"), "serve"], cwd=tmp_path) as server:
         stream = read_stream(server.url, new_body("hello"))
     assert stream.names()[:2] == ["PLAN", "SOURCES"] and stream.names()[-1] == "done"
     assert {event["source"] for event in stream.events} == {"showcase"}
@@ -213,8 +210,7 @@ def test_assist_serve_in_an_empty_folder_serves_the_built_in_showcase(installed,
 def test_a_file_of_agents_wins_over_the_built_in_agent_of_its_name(installed, tmp_path):
     (tmp_path / "agents").mkdir()
     (tmp_path / "agents" / "showcase.py").write_text(AGENT_FILE)
-    port = free_port()
-    with running_command([str(installed / "assist"), "serve", "--port", str(port)], port, cwd=tmp_path) as server:
+    with running_server(command=[str(installed / "assist"), "serve"], cwd=tmp_path) as server:
         stream = read_stream(server.url, new_body("hello"))
     assert stream.names() == ["ANSWER", "done"]
     assert stream.events[0]["content"] == "from a file added after the install"
@@ -264,9 +260,8 @@ def test_assist_agents_in_an_empty_folder_lists_the_built_in_agents(tmp_path):
 
 @pytest.mark.parametrize("agent", ["fresh", "plugged"])
 def test_assist_serve_serves_a_file_of_the_working_directory_and_a_package_agent(project, agent):
-    port = free_port()
-    command = [str(BIN / "assist"), "serve", "--port", str(port), "--agent", agent]
-    with running_command(command, port, {"PYTHONPATH": str(project / "site")}, cwd=project) as server:
+    command = [str(BIN / "assist"), "serve", "--agent", agent]
+    with running_server({"PYTHONPATH": str(project / "site")}, command=command, cwd=project) as server:
         stream = read_stream(server.url, new_body("hi"))
     assert stream.names() == ["ANSWER", "done"]
 
@@ -296,17 +291,17 @@ def test_reload_restarts_when_a_file_of_an_agents_dir_elsewhere_changes(project,
     elsewhere = tmp_path_factory.mktemp("elsewhere")  # outside the working directory (`project`)
     agent_file = elsewhere / "fresh.py"
     agent_file.write_text(AGENT_FILE)
-    port = free_port()
-    command = [str(BIN / "assist"), "serve", "--reload", "--port", str(port), "--agent", "fresh"]
-    with running_command(command, port, {"ASSIST_AGENTS_DIR": str(elsewhere)}, cwd=project) as server:
+    command = [str(BIN / "assist"), "serve", "--reload", "--agent", "fresh"]
+    with running_server({"ASSIST_AGENTS_DIR": str(elsewhere)}, command=command, cwd=project) as server:
         assert answer_of(server.url) == "from a file added after the install"
         agent_file.write_text(AGENT_FILE.replace("from a file added after the install", "edited"))
-        deadline = time.monotonic() + 20
-        answer = ""
-        while time.monotonic() < deadline and answer != "edited":
-            time.sleep(0.3)
+
+        def edited() -> bool:
             try:
-                answer = answer_of(server.url)
+                stream = read_stream(server.url, new_body("hi"))
             except httpx.TransportError:
-                continue  # restarting
-        assert answer == "edited"
+                return False  # restarting
+            # While it restarts, an answer may come from neither agent (the edit half written).
+            return [e["content"] for e in stream.events if e["event_name"] == "ANSWER"] == ["edited"]
+
+        assert wait_until(edited, 20)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.browser.support import API_KEY, CHROMIUM, CHROMIUM_ARGS, WIDE, Offline
-from tests.support.server import RunningServer, running_server
+from tests.support.server import RunningServer, Servers
 
 
 @pytest.fixture(scope="package")
@@ -24,34 +24,23 @@ def browser() -> Iterator[Any]:
         chromium.close()
 
 
-@pytest.fixture(scope="package")
-def agent_server() -> Iterator[RunningServer]:
-    env = {"ASSIST_AGENT": "tests.browser.agents:PlaygroundTestAgent", "ASSIST_LOG_LEVEL": "warning"}
-    with running_server(env) as server:
-        yield server
+PLAYGROUND = {"ASSIST_AGENT": "tests.browser.agents:PlaygroundTestAgent", "ASSIST_LOG_LEVEL": "warning"}
 
 
 @pytest.fixture(scope="package")
-def keyed_server() -> Iterator[RunningServer]:
-    env = {
-        "ASSIST_AGENT": "tests.browser.agents:PlaygroundTestAgent",
-        "ASSIST_API_KEYS": API_KEY,
-        "ASSIST_LOG_LEVEL": "warning",
-    }
-    with running_server(env) as server:
-        yield server
+def agent_server(serve: Servers) -> RunningServer:
+    return serve(PLAYGROUND)
 
 
 @pytest.fixture(scope="package")
-def one_stream_server() -> Iterator[RunningServer]:
+def keyed_server(serve: Servers) -> RunningServer:
+    return serve({**PLAYGROUND, "ASSIST_API_KEYS": API_KEY})
+
+
+@pytest.fixture(scope="package")
+def one_stream_server(serve: Servers) -> RunningServer:
     """Takes one /assist stream at a time: a second one is refused with 503."""
-    env = {
-        "ASSIST_AGENT": "tests.browser.agents:PlaygroundTestAgent",
-        "ASSIST_MAX_STREAMS": "1",
-        "ASSIST_LOG_LEVEL": "warning",
-    }
-    with running_server(env) as server:
-        yield server
+    return serve({**PLAYGROUND, "ASSIST_MAX_STREAMS": "1"})
 
 
 @pytest.fixture

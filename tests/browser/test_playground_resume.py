@@ -4,17 +4,16 @@ Stop stops the run at the service (DELETE /assist/runs/<handle>)."""
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
 from tests.browser.support import browser_missing
 from tests.server.test_resumable_runs import resumable_env
-from tests.support.server import RunningServer, free_port, running_server
+from tests.support.server import RunningServer, Servers
+from tests.support.sse import events_of
 from tests.support.waiting import wait_until
 
 if (missing := browser_missing()) is not None:
@@ -35,9 +34,9 @@ class CutPostProxy:
         self.cuts_left = cuts
         self.after_bytes = after_bytes
         self.cut = 0
-        self.listen_port = free_port()
         self._lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", self.listen_port))
+        self._listener = socket.create_server(("127.0.0.1", 0))  # a port of its own, held from the start
+        self.listen_port = self._listener.getsockname()[1]
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -106,9 +105,8 @@ def _close(sock: socket.socket) -> None:
 
 
 @pytest.fixture(scope="module")
-def resumable_server() -> Iterator[RunningServer]:
-    with running_server(resumable_env(log_level="info")) as server:
-        yield server
+def resumable_server(serve: Servers) -> RunningServer:
+    return serve(resumable_env(log_level="info"))
 
 
 def test_a_cut_answer_is_resumed_by_the_page_and_shown_once_whole(offline, resumable_server):
@@ -138,7 +136,7 @@ def test_stop_stops_the_run_at_the_service(offline, resumable_server):
     handle = deleted[-1].split("path=/assist/runs/", 1)[1].split()[0]
     with httpx.Client(timeout=30) as client:  # its stream, read again, ends with the stop
         replay = client.get(f"{resumable_server.url}/assist/runs/{handle}")
-    events = [json.loads(line[len("data: ") :]) for line in replay.text.splitlines() if line.startswith("data: ")]
+    events = [event.json for event in events_of(replay.text)]
     assert [event["event_name"] for event in events[-2:]] == ["error", "done"]
     assert events[-2]["content"]["details"]["stopped"] == "client"
     assert last_turn(page).locator(".block.answer .markdown").inner_text().startswith("t0 t1")

@@ -9,7 +9,6 @@ from sentient_assist import Agent, Approval, AskUser, LLMAgent, tool
 from sentient_assist.facade import ToolCall
 from sentient_assist.testing import ScriptedCall, ScriptedModel, ScriptedReply
 from tests.support.agents import asking_llm
-from tests.support.server import running_server
 
 
 @tool
@@ -112,9 +111,8 @@ async def test_a_refused_call_does_not_run_and_the_model_is_told():
 
 
 @pytest.fixture(scope="module")
-def asking_server():
-    with running_server({"ASSIST_AGENT": "tests.support.agents:asking_llm", "ASSIST_LOG_LEVEL": "warning"}) as server:
-        yield server
+def asking_server(serve):
+    return serve({"ASSIST_AGENT": "tests.support.agents:asking_llm", "ASSIST_LOG_LEVEL": "warning"})
 
 
 async def test_asking_and_approval_pause_and_resume_the_same_in_process_and_over_http(asking_server):

@@ -30,7 +30,7 @@ from sentient_assist.llm.openai_model import OpenAIChatModel
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
 from tests.support.llama_server import MODEL, LlamaServer, llama_missing, running_llama_server
 from tests.support.server import ROOT, RunningServer, clean_env, running_server
-from tests.support.sse import Frame, Stream, new_body, new_session, read_stream
+from tests.support.sse import Frame, Stream, iter_events, new_body, new_session, read_stream
 from tests.support.waiting import wait_until
 
 if (missing := llama_missing()) is not None:
@@ -191,9 +191,9 @@ def test_usage_is_what_the_server_reports_and_none_reported_is_0(llama, chat):
     }
     reported = None
     with httpx.stream("POST", llama.base_url + "/chat/completions", json=body, timeout=60) as response:
-        for line in response.iter_lines():
-            if line.startswith("data: {"):
-                reported = orjson.loads(line[6:]).get("usage") or reported
+        for event in iter_events(response):
+            if event.data.startswith("{"):
+                reported = orjson.loads(event.data).get("usage") or reported
     usage = usage_of(ask(chat, QUESTION))
     if reported is None:  # llama.cpp's server reports none on a stream: 0, never an estimate
         assert usage == {"requests": 1, "input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
@@ -228,8 +228,8 @@ def test_a_client_that_leaves_stops_the_model_server_generating(llama, long_chat
     chunks = 0
     with httpx.Client(timeout=60) as client:
         with client.stream("POST", long_chat.url + "/assist", json=new_body(ESSAY)) as response:
-            for line in response.iter_lines():
-                chunks += line.startswith("event: FINAL_RESPONSE")
+            for event in iter_events(response):
+                chunks += event.event == "FINAL_RESPONSE"
                 if chunks == 3:
                     break  # leaving with the answer under way: the connection closes
     assert chunks == 3

@@ -11,14 +11,13 @@ import pytest
 from sentient_assist import Agent
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
 from tests.support.openai_server import error_reply, stream_reply
-from tests.support.server import running_server
 from tests.support.sse import new_body, read_stream
 
 SECRET_KEY = "sk-test-0123456789-secret"
 
 
 @pytest.fixture(scope="module")
-def assistant_server(model_server):
+def assistant_server(serve, model_server):
     env = {
         "ASSIST_AGENT": "assistant",
         "MODEL_BASE_URL": model_server.base_url,
@@ -27,8 +26,7 @@ def assistant_server(model_server):
         "MODEL_TIMEOUT": "1",
         "MODEL_TEMPERATURE": "0.2",
     }
-    with running_server(env) as server:
-        yield server
+    return serve(env)
 
 
 def assert_no_secret(stream, server) -> None:

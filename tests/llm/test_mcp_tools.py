@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,6 +28,7 @@ from sentient_assist.testing import FunctionModel, ScriptedCall, ScriptedModel, 
 from tests.support.mcp_server import PATH, HttpServer, alive, processes
 from tests.support.server import ROOT, running_server
 from tests.support.sse import new_body, read_response
+from tests.support.waiting import until, wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -337,17 +339,18 @@ async def test_fifty_concurrent_runs_share_one_session_and_every_call_is_answere
 
 
 async def test_a_run_cancelled_mid_call_leaves_the_session_usable_and_logs_no_cancel_scope_error(
-    make_server, caplog: pytest.LogCaptureFixture
+    make_server, caplog: pytest.LogCaptureFixture, tmp_path: Path
 ):
     caplog.set_level(logging.DEBUG)
     server = make_server()
-    slow = ScriptedModel([ScriptedReply(tool_calls=(ScriptedCall("slow", {"seconds": 30}),))])
+    started = tmp_path / "started"
+    slow = ScriptedModel([ScriptedReply(tool_calls=(ScriptedCall("slow", {"seconds": 30, "started": str(started)}),))])
     agent = LLMAgent(model=slow, tools=[server])
     before = (await Agent(LLMAgent(model=FunctionModel(call_pid), tools=[server])).run("pid")).tool_calls[0].result
     async with Agent(agent).stream("Wait.") as events:
         async for event in events:
             if event.kind == "tool_call":
-                await asyncio.sleep(0.3)  # the call is in flight on the server
+                assert await until(started.exists, 10)  # the call is in flight on the server
                 events.cancel()
     after = (await Agent(LLMAgent(model=FunctionModel(call_pid), tools=[server])).run("pid")).tool_calls[0].result
     assert before == after
@@ -381,7 +384,7 @@ async def test_a_server_killed_between_calls_is_started_again_by_the_next_call(s
     agent = Agent(LLMAgent(model=FunctionModel(call_pid), tools=[server]))
     first = (await agent.run("pid")).tool_calls[0].result
     os.kill(first, signal.SIGKILL)
-    await asyncio.sleep(0.2)
+    assert await until(lambda: not alive(first), 5)
     second = await agent.run("pid")
     assert not second.errors and second.tool_calls[0].error is None
     assert second.tool_calls[0].result != first and processes(os.getpid()) == [second.tool_calls[0].result]
@@ -523,10 +526,7 @@ def test_the_service_calls_a_stdio_server_and_leaves_no_process_behind(stop):
         service.process.send_signal(getattr(signal, stop))
         service.process.wait(timeout=15)
         log = service.log()
-    deadline = time.monotonic() + 5
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(pid), log
+    assert wait_until(lambda: not alive(pid), 5), log
     if stop == "SIGTERM":
         assert "Traceback" not in log and "cancel scope" not in log, log
 
@@ -541,10 +541,7 @@ def test_with_workers_each_worker_has_its_session_and_none_outlives_the_service(
         assert 1 <= len(pids) <= 2 and all(alive(pid) for pid in pids)
         service.process.terminate()
         service.process.wait(timeout=20)
-    deadline = time.monotonic() + 5
-    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(alive(pid) for pid in pids)
+    assert wait_until(lambda: not any(alive(pid) for pid in pids), 5)
 
 
 def _pid_when_up(url: str, timeout: float = 30) -> int:
@@ -569,15 +566,9 @@ def test_with_reload_a_restart_stops_the_old_server_and_the_new_worker_starts_it
     with running_server(env, ["--reload"]) as service:
         first = _pid_when_up(service.url)
         (tmp_path / "edited.py").write_text("# an edit\n")
-        deadline = time.monotonic() + 20
-        while alive(first) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not alive(first), service.log()
+        assert wait_until(lambda: not alive(first), 20), service.log()
         second = _pid_when_up(service.url)
         assert second != first
         service.process.terminate()
         service.process.wait(timeout=20)
-    deadline = time.monotonic() + 5
-    while alive(second) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(second)
+    assert wait_until(lambda: not alive(second), 5)

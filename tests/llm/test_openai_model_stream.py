@@ -19,6 +19,7 @@ from sentient_assist.llm.model import ModelSettings
 from sentient_assist.llm.openai_model import OpenAIChatModel
 from sentient_assist.runtime.errors import ModelProviderError
 from tests.support.openai_server import error_reply, raw_stream_reply, stream_reply
+from tests.support.waiting import until
 
 HELLO = [ChatMessage(role="user", content="Hello")]
 
@@ -265,7 +266,8 @@ def test_one_model_in_several_loops_and_collected_in_a_running_one_leaves_no_ses
         await text_of(in_a_cycle)
         del in_a_cycle
         gc.collect()
-        await asyncio.sleep(0.05)  # the session closes in a task of this loop
+        # The session closes in a task of this loop: until it has run, and nothing else is left.
+        assert await until(lambda: not asyncio.all_tasks() - {asyncio.current_task()}, 5)
 
     asyncio_log = Caught()
     logging.getLogger("asyncio").addHandler(asyncio_log)

@@ -20,7 +20,7 @@ from sentient_assist.server.logs import JsonFormatter, TextFormatter
 from tests.runtime.test_response_handler import read_to_the_end
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
 from tests.support.openai_server import error_reply, raw_stream_reply, stream_reply
-from tests.support.server import free_port, running_server
+from tests.support.server import free_port
 from tests.support.sse import Stream, new_body, read_stream
 
 CONFIGURED_KEY = "sk-test-0123456789-secret"
@@ -31,7 +31,7 @@ LEAKS = (CONFIGURED_KEY, OTHER_KEY, MARKER, "bank details")
 
 
 @pytest.fixture(scope="module")
-def service(model_server):
+def service(serve, model_server):
     env = {
         "ASSIST_AGENT": "assistant",
         "ASSIST_LOG_FORMAT": "json",
@@ -40,8 +40,7 @@ def service(model_server):
         "MODEL_NAME": "test-model",
         "MODEL_TIMEOUT": "1",
     }
-    with running_server(env) as server:
-        yield server
+    return serve(env)
 
 
 def ask(service, headers: dict[str, str] | None = None) -> tuple[Stream, dict[str, Any]]:

@@ -168,7 +168,7 @@ class Reporter(AbstractAgent):
 def callbacks_host() -> HostAgent:
     async def first(handoff):
         CALLBACK_LOG.clear()
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # the point: the second callback must wait for the first to end
         CALLBACK_LOG.append(f"first:{handoff.to_agent}")
 
     async def second(handoff):

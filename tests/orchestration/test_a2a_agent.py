@@ -6,7 +6,6 @@ served over /assist, whose stream shows the remote agent's text live under its o
 
 from __future__ import annotations
 
-import asyncio
 import sys
 import threading
 from collections.abc import Iterator
@@ -17,11 +16,12 @@ import pytest
 from sentient_assist import A2AAgent, Agent, AgentResult, broadcast_all, call_agent
 from sentient_assist.events import FINAL_RESPONSE
 from sentient_assist.facade import AgentEvent
-from tests.support.server import RunningServer, free_port, running_command, running_server
+from tests.support.server import ALL_FACES, RunningServer, Servers, free_port, listening_socket, running_server
 from tests.support.sse import new_body, read_stream
+from tests.support.waiting import until
 
 KEY = "test-key-for-a2a-agent"
-OURS = {"ASSIST_AGENT": "tests.server.a2a_agents:A2AFaceAgent", "ASSIST_LOG_LEVEL": "warning"}
+OURS = {"ASSIST_AGENT": "tests.server.a2a_agents:A2AFaceAgent", "ASSIST_LOG_LEVEL": "warning", **ALL_FACES}
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,23 +40,21 @@ def marks(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def sdk_server(marks: Path) -> Iterator[RunningServer]:
     """The a2a-sdk agent, under uvicorn (`--factory`), as its users serve one."""
-    port = free_port()
-    command = [sys.executable, "-m", "uvicorn", "tests.server.a2a_agents:sdk_app", "--factory", "--port", str(port)]
-    env = {"A2A_TEST_PORT": str(port), "A2A_TEST_MARKS": str(marks)}
-    with running_command(command, port, env) as server:
+    listener = listening_socket()  # its port is in the agent's card: known before it starts
+    command = [sys.executable, "-m", "uvicorn", "tests.server.a2a_agents:sdk_app", "--factory"]
+    env = {"A2A_TEST_PORT": str(listener.getsockname()[1]), "A2A_TEST_MARKS": str(marks)}
+    with running_server(env, command=command, listener=listener) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def ours() -> Iterator[RunningServer]:
-    with running_server(OURS) as server:
-        yield server
+def ours(serve: Servers) -> RunningServer:
+    return serve(OURS)
 
 
 @pytest.fixture(scope="module")
-def ours_with_keys() -> Iterator[RunningServer]:
-    with running_server({**OURS, "ASSIST_API_KEYS": KEY}) as server:
-        yield server
+def ours_with_keys(serve: Servers) -> RunningServer:
+    return serve({**OURS, "ASSIST_API_KEYS": KEY})
 
 
 async def test_its_card_names_it(sdk_server: RunningServer) -> None:
@@ -110,11 +108,8 @@ async def test_a_stopped_run_cancels_the_remote_task(sdk_server: RunningServer, 
             if event.kind == "text_delta":
                 events.cancel()
                 break
-    for _ in range(200):  # bounded: the cancel goes out as the run stops (this loop runs it)
-        if marks.exists() and "canceled" in marks.read_text():
-            break
-        await asyncio.sleep(0.05)
-    assert "canceled" in marks.read_text()
+    # The cancel goes out as the run stops (this loop runs it).
+    assert await until(lambda: marks.exists() and "canceled" in marks.read_text(), 10)
 
 
 def test_its_text_streams_live_under_its_own_source_through_a_host(sdk_server: RunningServer, tmp_path: Path) -> None:

@@ -14,7 +14,6 @@ from sentient_assist.compat import BasicAgent, agent_tool
 from sentient_assist.orchestration.broadcast import chain
 from sentient_assist.registry import load_agent
 from sentient_assist.testing import ScriptedCall, ScriptedModel, ScriptedReply
-from tests.support.server import running_server
 from tests.support.sse import new_body, read_stream
 
 
@@ -85,9 +84,8 @@ async def test_at_assist_in_process_the_prompt_is_the_query_and_the_json_result_
     assert typed.text.startswith("Sunny in Kyoto")
 
 
-def test_the_registry_serves_an_openrappter_agent_from_agents_at_assist():
-    with running_server({"ASSIST_AGENT": "rappter_weather"}) as server:
-        stream = read_stream(server.url, new_body('{"city": "Lima"}'))
+def test_the_registry_serves_an_openrappter_agent_from_agents_at_assist(serve):
+    stream = read_stream(serve({"ASSIST_AGENT": "rappter_weather"}).url, new_body('{"city": "Lima"}'))
     answer = "".join(e["content"] for e in stream.events if e["event_name"] == "FINAL_RESPONSE")
     assert stream.status == 200 and answer.startswith("Sunny in Lima")
     (document,) = [e["content"] for e in stream.events if e["event_name"] == "RESULT"]

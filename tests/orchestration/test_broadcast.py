@@ -19,25 +19,17 @@ from tests.orchestration.broadcast_agents import (
     make_fallback,
     make_race,
 )
+from tests.orchestration.test_router import ROUTER
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
 from tests.support.files import wait_for_file
-from tests.support.server import running_server
 from tests.support.sse import new_body, new_session, read_stream
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def others() -> set[asyncio.Task]:
     return asyncio.all_tasks() - {asyncio.current_task()}
-
-
-async def until(condition, tries: int = 1000) -> bool:
-    """Wait for `condition()` a bounded number of loop turns (about 10 s): a bound, not a timing."""
-    for _ in range(tries):
-        if condition():
-            return True
-        await asyncio.sleep(0.01)
-    return condition()
 
 
 def statuses(outcomes) -> list[tuple[str, str]]:
@@ -76,7 +68,7 @@ async def test_a_call_past_its_timeout_is_cancelled_and_reported_as_timeout(tmp_
 @pytest.mark.parametrize("strategy", [broadcast_all, race], ids=["broadcast_all", "race"])
 async def test_cancelling_the_caller_cancels_every_agent(strategy, tmp_path):
     task = asyncio.create_task(strategy([HangingAgent("h1"), HangingAgent("h2")], f"go markers={tmp_path}"))
-    assert await until(lambda: (tmp_path / "h1.started").exists() and (tmp_path / "h2.started").exists())
+    assert await until(lambda: (tmp_path / "h1.started").exists() and (tmp_path / "h2.started").exists(), 10)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -239,11 +231,10 @@ async def test_the_orchestrators_through_the_facade(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def orchestrating_server():
-    """The router of broadcast_agents: `race ...`, `fallback ...` and `chain ...` go to the orchestrators."""
-    env = {"ASSIST_AGENT": "tests.orchestration.broadcast_agents:make_router", "ASSIST_LOG_LEVEL": "error"}
-    with running_server(env) as server:
-        yield server
+def orchestrating_server(serve):
+    """The router of broadcast_agents: `race ...`, `fallback ...` and `chain ...` go to the orchestrators
+    (the same server as test_router's)."""
+    return serve(ROUTER)
 
 
 def over_assist(server, prompt: str) -> tuple[dict, str, list[dict]]:

@@ -7,14 +7,12 @@ import pytest
 from sentient_assist import Agent
 from sentient_assist.registry import load_agent
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
-from tests.support.server import running_server
 from tests.support.sse import new_body, read_stream
 
 
 @pytest.fixture(scope="module")
-def concierge_server():
-    with running_server({"ASSIST_AGENT": "concierge", "MODEL_NAME": ""}) as server:
-        yield server
+def concierge_server(serve):
+    return serve({"ASSIST_AGENT": "concierge", "MODEL_NAME": ""})
 
 
 @pytest.fixture

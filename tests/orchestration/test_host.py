@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from typing import Any
 
 import pytest
 
@@ -16,8 +14,8 @@ from sentient_assist.testing import FunctionModel, ScriptedCall, ScriptedModel, 
 from tests.orchestration import host_agents
 from tests.orchestration.host_agents import Speaker, handing_off, make_host
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
-from tests.support.server import running_server
 from tests.support.sse import new_body, read_stream
+from tests.support.waiting import until
 
 FACTORIES = [
     "direct_host",
@@ -41,23 +39,13 @@ async def run_in_process(factory: str, prompt: str = "help me"):
 
 
 @pytest.fixture(scope="module")
-def served():
-    """One real server per host factory, started on first use."""
-    servers: dict[str, Any] = {}
-    stack = []
-    try:
+def served(serve):
+    """A real server per host factory, started on first use."""
 
-        def url_of(factory: str) -> str:
-            if factory not in servers:
-                context = running_server({"ASSIST_AGENT": f"tests.orchestration.host_agents:{factory}"})
-                servers[factory] = context.__enter__()
-                stack.append(context)
-            return servers[factory].url
+    def url_of(factory: str) -> str:
+        return serve({"ASSIST_AGENT": f"tests.orchestration.host_agents:{factory}"}).url
 
-        yield url_of
-    finally:
-        for context in reversed(stack):
-            context.__exit__(None, None, None)
+    return url_of
 
 
 def wire(served, factory: str, prompt: str = "help me"):
@@ -150,7 +138,7 @@ async def test_handoff_event_then_callbacks_in_order_then_the_specialist():
     beta = Speaker("beta", ["hi"])
 
     async def first(handoff):
-        await asyncio.sleep(0.1)  # time for the reader to take what was sent before this callback
+        await until(lambda: "handoff-event" in log, 5)  # the reader has taken what was sent before this callback
         log.append(f"first:{handoff.to_agent}:{beta.started.is_set()}")
 
     async def second(handoff):
@@ -328,9 +316,8 @@ def test_specialists_whose_names_would_share_a_tool_name_are_refused(first, seco
 
 
 @pytest.fixture(scope="module")
-def far_speaker_url():
-    with running_server({"ASSIST_AGENT": "tests.orchestration.host_agents:far_speaker"}) as server:
-        yield server.url + "/assist"
+def far_speaker_url(serve):
+    return serve({"ASSIST_AGENT": "tests.orchestration.host_agents:far_speaker"}).url + "/assist"
 
 
 async def test_a_specialist_can_be_a_remote_agent_or_a_chat_model(far_speaker_url):
@@ -350,10 +337,9 @@ async def test_a_specialist_can_be_a_remote_agent_or_a_chat_model(far_speaker_ur
         Specialist("not an agent", "nothing")  # type: ignore[arg-type]
 
 
-def test_a_host_served_here_hands_off_to_a_specialist_served_by_a_second_uvicorn(far_speaker_url):
+def test_a_host_served_here_hands_off_to_a_specialist_served_by_a_second_uvicorn(serve, far_speaker_url):
     env = {"ASSIST_AGENT": "tests.orchestration.host_agents:host_of_far_speaker", "SPECIALIST_URL": far_speaker_url}
-    with running_server(env) as host_server:
-        stream = read_stream(host_server.url, new_body("over there"))
+    stream = read_stream(serve(env).url, new_body("over there"))
     assert_well_ended(stream)
     assert text_by_source(stream.events)["far_alpha"] == "from far away"
     assert [e["content"]["to_agent"] for e in stream.events if e["event_name"] == "HANDOFF"] == ["far_alpha"]

@@ -17,7 +17,6 @@ from tests.orchestration.broadcast_agents import (
     make_strict_router,
 )
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
-from tests.support.server import running_server
 from tests.support.sse import new_body, new_session, read_stream
 
 # RouterAgent through the facade
@@ -98,11 +97,12 @@ async def test_a_routed_agent_cut_by_the_request_time_limit_still_has_its_stream
 # RouterAgent through a real /assist stream
 
 
+ROUTER = {"ASSIST_AGENT": "tests.orchestration.broadcast_agents:make_router", "ASSIST_LOG_LEVEL": "warning"}
+
+
 @pytest.fixture(scope="module")
-def router_server():
-    env = {"ASSIST_AGENT": "tests.orchestration.broadcast_agents:make_router", "ASSIST_LOG_LEVEL": "warning"}
-    with running_server(env) as server:
-        yield server
+def router_server(serve):
+    return serve(ROUTER)
 
 
 def wire(server, prompt: str, processor_id: str = "chat-processor"):
@@ -167,15 +167,15 @@ def interaction(sender: str | None, recipients: list[str] | None) -> dict:
     }
 
 
-def test_over_assist_sender_and_groups_come_from_the_sessions_last_request():
-    with running_server({"ASSIST_AGENT": "tests.orchestration.broadcast_agents:who_router"}) as server:
+def test_over_assist_sender_and_groups_come_from_the_sessions_last_request(serve):
+    server = serve({"ASSIST_AGENT": "tests.orchestration.broadcast_agents:who_router"})
 
-        def routed_to(interactions: list) -> str:
-            stream = read_stream(server.url, new_body("hello", new_session("who", interactions)))
-            (stage,) = [e["content"] for e in stream.events if e["event_name"] == "STAGE"]
-            return stage["capability"]
+    def routed_to(interactions: list) -> str:
+        stream = read_stream(server.url, new_body("hello", new_session("who", interactions)))
+        (stage,) = [e["content"] for e in stream.events if e["event_name"] == "STAGE"]
+        return stage["capability"]
 
-        assert routed_to([]) == "for-anyone"
-        assert routed_to([interaction("ana", None)]) == "for-ana"
-        assert routed_to([interaction("bo", ["users", "admins"])]) == "for-admins"
-        assert routed_to([interaction("bo", ["users"])]) == "for-anyone"
+    assert routed_to([]) == "for-anyone"
+    assert routed_to([interaction("ana", None)]) == "for-ana"
+    assert routed_to([interaction("bo", ["users", "admins"])]) == "for-admins"
+    assert routed_to([interaction("bo", ["users"])]) == "for-anyone"

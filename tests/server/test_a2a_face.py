@@ -40,7 +40,8 @@ from sentient_assist.runtime.run import AGENT_FAILED_MESSAGE, TIMEOUT_MESSAGE
 from tests.support.agents import SECRET
 from tests.support.files import wait_for_file
 from tests.support.redis_server import RunningRedis, running_redis
-from tests.support.server import ROOT, RunningServer, running_server
+from tests.support.request import post
+from tests.support.server import ALL_FACES, ROOT, RunningServer, Servers, running_server
 
 KEY = "test-key-for-the-a2a-face"
 OTHER_KEY = "another-key-for-the-a2a-face"
@@ -49,23 +50,22 @@ AGENT = {
     "ASSIST_LOG_LEVEL": "warning",
     "ASSIST_MAX_BODY_BYTES": "16384",
     "ASSIST_REQUEST_TIMEOUT": "4",
+    **ALL_FACES,
 }
+V1 = {"A2A-Version": "1.0"}
 JS_CLIENT = ROOT / "tests" / "a2a_client"
 
 pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with running_server(AGENT) as running:
-        yield running
+def server(serve: Servers) -> RunningServer:
+    return serve(AGENT)
 
 
 @pytest.fixture(scope="module")
-def keyed_server() -> Iterator[RunningServer]:
-    keyed = {**AGENT, "ASSIST_API_KEYS": f"{KEY},{OTHER_KEY}", "ASSIST_PUBLIC_URL": "https://agents.example.com"}
-    with running_server(keyed) as running:
-        yield running
+def keyed_server(serve: Servers) -> RunningServer:
+    return serve({**AGENT, "ASSIST_API_KEYS": f"{KEY},{OTHER_KEY}", "ASSIST_PUBLIC_URL": "https://agents.example.com"})
 
 
 @asynccontextmanager
@@ -245,35 +245,32 @@ def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def test_0_3_clients_use_their_own_method_names(server: RunningServer) -> None:
     message = {"kind": "message", "messageId": "m-1", "role": "user", "parts": [{"kind": "text", "text": "answer"}]}
-    answer = httpx.post(server.url + "/a2a", json=rpc("message/send", {"message": message}), timeout=30).json()
+    answer = post(server, "/a2a", rpc("message/send", {"message": message})).json()
     assert answer["result"]["kind"] == "task"
     assert answer["result"]["status"]["state"] == "completed"
-    got = httpx.post(server.url + "/a2a", json=rpc("tasks/get", {"id": answer["result"]["id"]}), timeout=30).json()
+    got = post(server, "/a2a", rpc("tasks/get", {"id": answer["result"]["id"]})).json()
     assert got["result"]["status"]["state"] == "completed"
 
 
 def test_bad_requests_get_json_rpc_errors_that_say_why(server: RunningServer) -> None:
-    url, headers = server.url + "/a2a", {"A2A-Version": "1.0"}
     empty = {"message": {"messageId": "m-2", "role": "ROLE_USER", "parts": []}}
-    refused = httpx.post(url, json=rpc("SendMessage", empty), headers=headers, timeout=30).json()
+    refused = post(server, "/a2a", rpc("SendMessage", empty), headers=V1).json()
     state = refused.get("result", {}).get("task", {}).get("status", {})
     assert "error" in refused or state.get("state") == "TASK_STATE_REJECTED"
-    unknown = httpx.post(url, json=rpc("NoSuchMethod", {}), headers=headers, timeout=30).json()
+    unknown = post(server, "/a2a", rpc("NoSuchMethod", {}), headers=V1).json()
     assert unknown["error"]["code"] == -32601
-    not_json = httpx.post(url, content=b"{not json", headers={**headers, "Content-Type": "application/json"})
+    not_json = post(server, "/a2a", b"{not json", headers=V1)
     assert not_json.json()["error"]["code"] == -32700
-    missing = httpx.post(url, json=rpc("GetTask", {"id": "no-such-task"}), headers=headers, timeout=30).json()
+    missing = post(server, "/a2a", rpc("GetTask", {"id": "no-such-task"}), headers=V1).json()
     assert missing["error"]["code"] == -32001  # TaskNotFoundError
-    too_large = httpx.post(url, content=b"x" * 20_000, headers={"Content-Type": "application/json"}, timeout=30)
+    too_large = post(server, "/a2a", b"x" * 20_000)
     assert too_large.status_code == 413
     assert too_large.json()["error"]["message"].startswith("the request body is larger than")
 
 
 def test_a_message_with_no_text_is_rejected_naming_the_field(server: RunningServer) -> None:
     message = {"messageId": "m-3", "role": "ROLE_USER", "parts": [{"url": "https://example.com/a.png"}]}
-    answer = httpx.post(
-        server.url + "/a2a", json=rpc("SendMessage", {"message": message}), headers={"A2A-Version": "1.0"}, timeout=30
-    ).json()
+    answer = post(server, "/a2a", rpc("SendMessage", {"message": message}), headers=V1).json()
     task = answer["result"]["task"]
     assert task["status"]["state"] == "TASK_STATE_REJECTED"
     assert "message.parts" in task["status"]["message"]["parts"][0]["text"]

@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +20,19 @@ from ag_ui.core import Event, EventType, RunFinishedEvent
 from pydantic import TypeAdapter
 
 from sentient_assist.runtime.run import AGENT_FAILED_MESSAGE
+from tests.support import sse
 from tests.support.agents import SECRET
 from tests.support.files import wait_for_file
-from tests.support.server import ROOT, RunningServer, running_server
+from tests.support.request import post, posting
+from tests.support.server import ALL_FACES, ROOT, RunningServer, Servers, running_server
+from tests.support.sse import iter_events
+from tests.support.waiting import wait_until
 
 KEY = "test-key-for-the-agui-face"
 TIME_LIMIT = 2.0
 MAX_BODY = 16_384
-AGENT = {"ASSIST_AGENT": "tests.server.agui_agents:AguiAgent", "ASSIST_LOG_LEVEL": "warning"}
-LLM_AGENT = {"ASSIST_AGENT": "tests.server.agui_agents:agui_llm", "ASSIST_LOG_LEVEL": "warning"}
+AGENT = {"ASSIST_AGENT": "tests.server.agui_agents:AguiAgent", "ASSIST_LOG_LEVEL": "warning", **ALL_FACES}
+LLM_AGENT = {"ASSIST_AGENT": "tests.server.agui_agents:agui_llm", "ASSIST_LOG_LEVEL": "warning", **ALL_FACES}
 CLIENT = ROOT / "tests" / "agui_client"
 EVENTS: TypeAdapter[Any] = TypeAdapter(Event)
 
@@ -37,21 +40,19 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
+def server(serve: Servers) -> RunningServer:
     env = {
         **AGENT,
         "ASSIST_API_KEYS": KEY,
         "ASSIST_REQUEST_TIMEOUT": str(TIME_LIMIT),
         "ASSIST_MAX_BODY_BYTES": str(MAX_BODY),
     }
-    with running_server(env) as running:
-        yield running
+    return serve(env)
 
 
 @pytest.fixture(scope="module")
-def llm_server() -> Iterator[RunningServer]:
-    with running_server(LLM_AGENT) as running:
-        yield running
+def llm_server(serve: Servers) -> RunningServer:
+    return serve(LLM_AGENT)
 
 
 def run_input(*messages: dict[str, Any], **fields: Any) -> dict[str, Any]:
@@ -62,21 +63,11 @@ def user(content: Any, id_: str = "u1") -> dict[str, Any]:
     return {"id": id_, "role": "user", "content": content}
 
 
-def post(server: RunningServer, body: Any, key: str | None = KEY, **kwargs: Any) -> httpx.Response:
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    return httpx.post(server.url + "/agui", json=body, headers=headers, timeout=30, **kwargs)
-
-
 def events_of(response: httpx.Response) -> list[Any]:
-    """Each `data:` line of the stream, parsed by ag-ui-protocol's own event types."""
+    """Each event of the stream, parsed by ag-ui-protocol's own event types."""
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/event-stream")
-    events = []
-    for block in response.text.split("\n\n"):
-        data = [line[5:].lstrip(" ") for line in block.split("\n") if line.startswith("data:")]
-        if data:
-            events.append(EVENTS.validate_json("\n".join(data)))
-    return events
+    return [EVENTS.validate_json(event.data) for event in sse.events_of(response.text)]
 
 
 def types_of(events: list[Any]) -> list[str]:
@@ -84,7 +75,7 @@ def types_of(events: list[Any]) -> list[str]:
 
 
 def test_every_event_kind_parses_as_ag_ui_types(server):
-    events = events_of(post(server, run_input(user("everything"))))
+    events = events_of(post(server, "/agui", run_input(user("everything")), key=KEY))
     assert types_of(events) == [
         "RUN_STARTED",
         *("REASONING_START", "REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_CONTENT"),
@@ -127,7 +118,7 @@ def test_the_agent_gets_history_state_and_context(server):
         state={"theme": "dark"},
         context=[{"description": "page", "value": "settings"}],
     )
-    events = events_of(post(server, body))
+    events = events_of(post(server, "/agui", body, key=KEY))
     seen = next(e for e in events if e.type is EventType.CUSTOM and e.name == "SEEN").value
     assert seen == {
         "prompt": "two",
@@ -138,7 +129,7 @@ def test_the_agent_gets_history_state_and_context(server):
 
 
 def test_a_failing_agent_is_a_run_error_without_its_internals(server):
-    events = events_of(post(server, run_input(user("raise"))))
+    events = events_of(post(server, "/agui", run_input(user("raise")), key=KEY))
     assert types_of(events)[0] == "RUN_STARTED" and types_of(events)[-1] == "RUN_ERROR"
     error = events[-1]
     assert error.message == AGENT_FAILED_MESSAGE and error.code == "500"
@@ -146,15 +137,15 @@ def test_a_failing_agent_is_a_run_error_without_its_internals(server):
 
 
 def test_the_time_limit_is_a_run_error(server):
-    events = events_of(post(server, run_input(user("slowly:50"))))
+    events = events_of(post(server, "/agui", run_input(user("slowly:50")), key=KEY))
     assert events[-1].type is EventType.RUN_ERROR and events[-1].code == "504"
     # The message it was writing was ended before the error.
     assert types_of(events)[-2] == "TEXT_MESSAGE_END"
 
 
 def test_keys_are_checked_before_anything(server):
-    assert post(server, run_input(user("everything")), key=None).status_code == 401
-    assert post(server, run_input(user("everything")), key="wrong").status_code == 401
+    assert post(server, "/agui", run_input(user("everything"))).status_code == 401
+    assert post(server, "/agui", run_input(user("everything")), key="wrong").status_code == 401
 
 
 @pytest.mark.parametrize(
@@ -179,33 +170,33 @@ def test_keys_are_checked_before_anything(server):
     ],
 )
 def test_bad_input_is_a_4xx_naming_the_field(server, body, status, named):
-    response = post(server, body)
+    response = post(server, "/agui", body, key=KEY)
     assert response.status_code == status, response.text
     assert named in response.text
     assert "Traceback" not in response.text
 
 
 def test_a_body_past_the_limit_is_a_413(server):
-    assert post(server, run_input(user("x" * (MAX_BODY + 1)))).status_code == 413
+    assert post(server, "/agui", run_input(user("x" * (MAX_BODY + 1))), key=KEY).status_code == 413
 
 
 def test_client_tools_reach_an_llm_agent_with_context_and_state(llm_server):
     tools = [{"name": "get_weather", "description": "The weather.", "parameters": {"type": "object"}}]
     body = run_input(user("told"), tools=tools, state={"n": 1}, context=[{"description": "page", "value": "home"}])
     text = "".join(
-        e.delta for e in events_of(post(llm_server, body, key=None)) if e.type is EventType.TEXT_MESSAGE_CONTENT
+        e.delta for e in events_of(post(llm_server, "/agui", body)) if e.type is EventType.TEXT_MESSAGE_CONTENT
     )
     assert "You are a test." in text and "- page: home" in text and '{"n":1}' in text
     assert "get_weather" in text and "notify" in text
     clash = run_input(user("told"), tools=[{"name": "notify", "description": "mine"}])
-    refused = post(llm_server, clash, key=None)
+    refused = post(llm_server, "/agui", clash)
     assert refused.status_code == 400 and "tools[0].name" in refused.text
 
 
 def test_pauses_and_client_tools_parse_as_ag_ui_types(llm_server):
     tools = [{"name": "get_weather", "description": "The weather.", "parameters": {"type": "object"}}]
     asked = run_input(user("weather"), tools=tools)
-    events = events_of(post(llm_server, asked, key=None))
+    events = events_of(post(llm_server, "/agui", asked))
     assert types_of(events) == [
         "RUN_STARTED",
         *("TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "REASONING_ENCRYPTED_VALUE"),
@@ -229,49 +220,48 @@ def test_pauses_and_client_tools_parse_as_ag_ui_types(llm_server):
     }
     answer = {"id": "t1", "role": "tool", "toolCallId": call.tool_call_id, "content": "rain"}
     answered = run_input(user("weather"), assistant, answer, tools=tools)
-    resumed = events_of(post(llm_server, answered, key=None))
+    resumed = events_of(post(llm_server, "/agui", answered))
     assert "".join(e.delta for e in resumed if e.type is EventType.TEXT_MESSAGE_CONTENT) == 'Got: "rain"'
-    again = post(llm_server, answered, key=None)
+    again = post(llm_server, "/agui", answered)
     assert again.status_code == 409 and "toolCalls[0].encryptedValue" in again.text
     # A changed token is refused before anything runs.
     assistant["toolCalls"][0]["encryptedValue"] = carried.encrypted_value[:-4] + "AAAA"
-    forged = post(llm_server, run_input(user("weather"), assistant, answer, tools=tools), key=None)
+    forged = post(llm_server, "/agui", run_input(user("weather"), assistant, answer, tools=tools))
     assert forged.status_code == 400 and "encryptedValue" in forged.text
 
-    paused = events_of(post(llm_server, run_input(user("ask")), key=None))
+    paused = events_of(post(llm_server, "/agui", run_input(user("ask"))))
     [interrupt] = paused[-1].outcome.interrupts
     assert (interrupt.reason, interrupt.message) == ("ask_user", "Which city?")
     assert interrupt.response_schema == {"type": "string", "enum": ["Oslo"]}
     resume = [{"interruptId": interrupt.id, "status": "resolved", "payload": {"answer": "Oslo"}}]
     # On another conversation, the interrupt is not that one's: refused, and not used up.
-    other = post(llm_server, run_input(user("something else"), resume=resume), key=None)
+    other = post(llm_server, "/agui", run_input(user("something else"), resume=resume))
     assert other.status_code == 400 and "resume[0].interruptId" in other.text
-    done = events_of(post(llm_server, run_input(user("ask"), resume=resume), key=None))
+    done = events_of(post(llm_server, "/agui", run_input(user("ask"), resume=resume)))
     assert "".join(e.delta for e in done if e.type is EventType.TEXT_MESSAGE_CONTENT) == "Got: Oslo"
 
 
-def test_max_streams_counts_agui_streams():
-    with running_server({**AGENT, "ASSIST_MAX_STREAMS": "1"}) as running:
-        with httpx.stream("POST", running.url + "/agui", json=run_input(user("slowly:30")), timeout=30) as first:
-            chunks = first.iter_bytes()  # kept: a generator dropped closes its response
-            next(chunks)  # RUN_STARTED: its place is held
-            second = post(running, run_input(user("everything")), key=None)
-            assert second.status_code == 503 and "Retry-After" in second.headers
-            assistant = httpx.post(
-                running.url + "/assist", json={"query": {"id": "01J0000000000000000000000A", "prompt": "x"}}
-            )
-            assert assistant.status_code == 503  # one budget for every face
+def test_max_streams_counts_agui_streams(serve):
+    running = serve({**AGENT, "ASSIST_MAX_STREAMS": "1"})
+    with posting(running, "/agui", run_input(user("slowly:30"))) as first:
+        events = iter_events(first)  # kept: a generator dropped closes its response
+        next(events)  # RUN_STARTED: its place is held
+        second = post(running, "/agui", run_input(user("everything")))
+        assert second.status_code == 503 and "Retry-After" in second.headers
+        assistant = post(running, "/assist", {"query": {"id": "01J0000000000000000000000A", "prompt": "x"}})
+        assert assistant.status_code == 503  # one budget for every face
+    # Its place is given back once the service has seen the client go: for the next test on this server.
+    assert wait_until(lambda: running.metric("assist_streams_open") == 0, 5)
 
 
 def test_shutdown_ends_an_open_run_with_a_run_error():
     with running_server({**AGENT, "ASSIST_SHUTDOWN_GRACE": "1"}) as running:
-        with httpx.stream("POST", running.url + "/agui", json=run_input(user("slowly:100")), timeout=30) as stream:
-            chunks = stream.iter_bytes()
-            received = next(chunks)
+        with posting(running, "/agui", run_input(user("slowly:100"))) as stream:
+            events = iter_events(stream)
+            received = [next(events)]
             running.process.send_signal(signal.SIGTERM)
-            received += b"".join(chunks)
-    lines = [line[6:] for line in received.decode().split("\n") if line.startswith("data: ")]
-    last = EVENTS.validate_json(lines[-1])
+            received += events
+    last = EVENTS.validate_json(received[-1].data)
     assert last.type is EventType.RUN_ERROR and last.code == "503"
 
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.support.request import post
 from tests.support.sse import new_body, read_stream
 
 GOOD_ID = "01JDQ4Z8M7T3V5X9A2B4C6D8EF"
-
-
-def post(url: str, content: bytes, content_type: str = "application/json") -> httpx.Response:
-    return httpx.post(url + "/assist", content=content, headers={"Content-Type": content_type}, timeout=5)
 
 
 @pytest.mark.parametrize(
@@ -34,7 +31,7 @@ def post(url: str, content: bytes, content_type: str = "application/json") -> ht
     ],
 )
 def test_a_bad_body_is_a_422_naming_the_field(scripted_server, body, loc):
-    response = post(scripted_server.url, body)
+    response = post(scripted_server, "/assist", body)
     assert response.status_code == 422
     details = response.json()["detail"]
     assert any(d["loc"][: len(loc)] == loc for d in details), details
@@ -43,14 +40,14 @@ def test_a_bad_body_is_a_422_naming_the_field(scripted_server, body, loc):
 
 def test_a_body_that_is_not_json_says_how_to_send_it(scripted_server):
     body = b'{"query": {"id": "01JDQ4Z8M7T3V5X9A2B4C6D8EF", "prompt": "x"}}'
-    response = post(scripted_server.url, body, content_type="application/x-www-form-urlencoded")
+    response = post(scripted_server, "/assist", body, content_type="application/x-www-form-urlencoded")
     assert response.status_code == 422
     assert "Content-Type: application/json" in response.json()["detail"][0]["msg"]
 
 
 def test_the_server_keeps_serving_after_bad_requests(scripted_server):
     for _ in range(20):
-        assert post(scripted_server.url, b"{").status_code == 422
+        assert post(scripted_server, "/assist", b"{").status_code == 422
     stream = read_stream(scripted_server.url, new_body("session"))
     assert stream.status == 200 and stream.names()[-1] == "done"
 

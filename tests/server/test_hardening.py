@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
 
 import httpx
 import pytest
 
-from tests.support.server import running_server
-from tests.support.sse import new_body, read_stream
+from tests.support.request import bearer, post
+from tests.support.sse import iter_events, new_body, read_stream
+from tests.support.waiting import wait_until
 
 KEYS = ("key-one-4f1c", "key-two-9a7e")
 ORIGIN = "https://chat.example"
@@ -21,7 +21,7 @@ PROMPT_MARKER = "prompt-marker-that-must-not-be-logged"
 
 
 @pytest.fixture(scope="module")
-def guarded_server():
+def guarded_server(serve):
     env = {
         "ASSIST_AGENT": "tests.support.agents:ScriptedAgent",
         "ASSIST_API_KEYS": ",".join(KEYS),
@@ -31,23 +31,18 @@ def guarded_server():
         "ASSIST_LOG_FORMAT": "json",
         "ASSIST_REQUEST_TIMEOUT": "20",
     }
-    with running_server(env) as server:
-        yield server
+    return serve(env)
 
 
 def auth(key: str = KEYS[0]) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def post(server, body, headers=None, **kwargs) -> httpx.Response:
-    return httpx.post(server.url + "/assist", json=body, headers=headers, timeout=10, **kwargs)
+    return bearer(key)
 
 
 def test_without_a_valid_key_assist_is_401_with_www_authenticate(guarded_server):
-    missing = post(guarded_server, new_body("session"))
+    missing = post(guarded_server, "/assist", new_body("session"))
     assert missing.status_code == 401 and missing.headers["www-authenticate"].startswith("Bearer")
     for headers in ({"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {KEYS[0]}"}, auth(KEYS[0] + "x")):
-        response = post(guarded_server, new_body("session"), headers)
+        response = post(guarded_server, "/assist", new_body("session"), headers=headers)
         assert response.status_code == 401, headers
         assert "WWW-Authenticate" in response.headers
         assert KEYS[0] not in response.text
@@ -89,7 +84,7 @@ def test_cors_allows_the_configured_origin_only(guarded_server):
 
 def test_a_body_over_the_limit_is_413_before_it_is_parsed(guarded_server):
     big = new_body("x" * MAX_BODY)
-    response = post(guarded_server, big, auth())
+    response = post(guarded_server, "/assist", big, key=KEYS[0])
     assert response.status_code == 413 and str(MAX_BODY) in response.json()["detail"]
 
     def chunked():
@@ -97,9 +92,7 @@ def test_a_body_over_the_limit_is_413_before_it_is_parsed(guarded_server):
         for start in range(0, len(payload), 1000):
             yield payload[start : start + 1000]
 
-    response = httpx.post(
-        guarded_server.url + "/assist", content=chunked(), headers={**auth(), "Content-Type": "application/json"}
-    )
+    response = post(guarded_server, "/assist", chunked(), key=KEYS[0])
     assert response.status_code == 413
     # A prompt just under the limit is fine.
     assert read_stream(guarded_server.url, new_body("session"), headers=auth()).status == 200
@@ -114,11 +107,21 @@ def test_requests_whose_bodies_are_still_coming_count_against_max_streams(guarde
         f"POST /assist HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {KEYS[0]}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode()
+    refused = 'assist_http_requests_total{status="503"}'
+    refused_before = guarded_server.metric(refused)
     sockets = [socket.create_connection((host, int(port)), timeout=10) for _ in range(MAX_STREAMS + 1)]
     try:
         for sock in sockets:
             sock.sendall(head)
-        time.sleep(0.5)  # every request is in the service, each waiting for its body
+        # Every request is in the service: MAX_STREAMS hold their places, waiting for their
+        # bodies, and the one past them was refused on its headers.
+        assert wait_until(
+            lambda: (
+                guarded_server.metric("assist_streams_open") == MAX_STREAMS
+                and guarded_server.metric(refused) == refused_before + 1
+            ),
+            10,
+        )
         statuses = []
         for sock in sockets:
             sock.sendall(body)
@@ -138,11 +141,10 @@ def test_past_max_streams_the_next_gets_503_with_retry_after_until_one_ends(guar
         with httpx.Client(timeout=30) as client:
             body = new_body(f"hang:{tmp_path / str(index)}")
             with client.stream("POST", guarded_server.url + "/assist", json=body, headers=auth()) as response:
-                for line in response.iter_lines():
-                    if line.startswith("data: "):
-                        opened.release()
-                        stop.wait(20)
-                        return
+                for _ in iter_events(response):
+                    opened.release()
+                    stop.wait(20)
+                    return
 
     stop = threading.Event()
     for index in range(MAX_STREAMS):
@@ -152,7 +154,7 @@ def test_past_max_streams_the_next_gets_503_with_retry_after_until_one_ends(guar
     for _ in range(MAX_STREAMS):
         assert opened.acquire(timeout=10)
     try:
-        refused = post(guarded_server, new_body("session"), auth())
+        refused = post(guarded_server, "/assist", new_body("session"), key=KEYS[0])
         assert refused.status_code == 503
         assert refused.headers["retry-after"] == "1"
         assert str(MAX_STREAMS) in refused.json()["detail"]
@@ -161,9 +163,7 @@ def test_past_max_streams_the_next_gets_503_with_retry_after_until_one_ends(guar
         for thread in holders:
             thread.join(timeout=10)
     # The disconnected streams gave their places back.
-    deadline = time.monotonic() + 5
-    while post(guarded_server, new_body("session"), auth()).status_code == 503 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert wait_until(lambda: guarded_server.metric("assist_streams_open") == 0, 5)
     assert read_stream(guarded_server.url, new_body("session"), headers=auth()).status == 200
 
 
@@ -182,14 +182,16 @@ def test_metrics_count_requests_events_errors_and_disconnects(guarded_server, tm
             "assist_stream_duration_seconds_count",
         )
     }
-    post(guarded_server, new_body("session"))  # 401
+    post(guarded_server, "/assist", new_body("session"))  # 401
     read_stream(guarded_server.url, new_body("raise"), headers=auth())
     with httpx.Client(timeout=10) as client:
         with client.stream(
             "POST", guarded_server.url + "/assist", json=new_body(f"hang:{tmp_path / 'm'}"), headers=auth()
         ) as r:
-            next(line for line in r.iter_lines() if line.startswith("data: "))
-    time.sleep(0.3)
+            next(iter_events(r))
+    # The disconnect is counted once the service has seen the client go and the stream ended.
+    assert wait_until(lambda: sample("assist_disconnects_total") == before["assist_disconnects_total"] + 1, 5)
+    assert wait_until(lambda: sample("assist_streams_open") == 0, 5)
     after = {n: sample(n) for n in before}
     assert after["assist_agent_errors_total"] == before["assist_agent_errors_total"] + 1
     assert after['assist_http_requests_total{status="401"}'] == before['assist_http_requests_total{status="401"}'] + 1
@@ -207,7 +209,7 @@ def test_logs_are_json_lines_one_per_request_without_prompts_or_keys(guarded_ser
         guarded_server.url, new_body(f"session {PROMPT_MARKER}"), headers={**auth(), "X-Request-ID": "trace-abc-123"}
     )
     assert stream.headers["x-request-id"] == "trace-abc-123"
-    time.sleep(0.2)
+    assert wait_until(lambda: '"trace-abc-123"' in guarded_server.log(), 5)  # written once the stream ended
     log = guarded_server.log()
     entries = [json.loads(line) for line in log.splitlines() if line.strip()]
     mine = [e for e in entries if e.get("request_id") == "trace-abc-123"]
@@ -219,24 +221,16 @@ def test_logs_are_json_lines_one_per_request_without_prompts_or_keys(guarded_ser
     assert all(key not in log for key in KEYS)
 
 
-def test_metrics_sum_over_workers():
+def test_metrics_sum_over_workers(serve):
     bad_requests = 12
-    with running_server(args=["--workers", "2"]) as server:
-        for _ in range(bad_requests):
-            assert (
-                httpx.post(
-                    server.url + "/assist", content=b"{", headers={"Content-Type": "application/json"}
-                ).status_code
-                == 422
-            )
-        seen = set()
-        for _ in range(8):
-            text = httpx.get(server.url + "/metrics").text
-            line = next(x for x in text.splitlines() if x.startswith('assist_http_requests_total{status="422"}'))
-            seen.add(float(line.rsplit(" ", 1)[1]))
-        # Whichever worker answers a scrape, it reports the requests of both (per worker,
-        # the kernel's uneven spread of connections shows as differing counts).
-        assert seen == {bad_requests}
+    server = serve(args=["--workers", "2"])
+    counted = 'assist_http_requests_total{status="422"}'
+    before = server.metric(counted)
+    for _ in range(bad_requests):
+        assert post(server, "/assist", b"{").status_code == 422
+    # Whichever worker answers a scrape, it reports the requests of both (per worker, the
+    # kernel's uneven spread of connections shows as differing counts).
+    assert {server.metric(counted) for _ in range(8)} == {before + bad_requests}
 
 
 async def test_while_draining_readyz_and_new_streams_answer_503():

@@ -4,12 +4,10 @@ and headers as GET, and no body. On a real server, without keys and with them.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import httpx
 import pytest
 
-from tests.support.server import running_server
+from tests.support.server import Servers
 
 KEY = "head-test-key-0123456789"
 # Headers that differ between any two requests, GET or not.
@@ -35,15 +33,13 @@ PATHS = [
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    with running_server({"ASSIST_LOG_LEVEL": "warning"}) as served:
-        yield served.url
+def server(serve: Servers) -> str:
+    return serve({"ASSIST_LOG_LEVEL": "warning"}).url
 
 
 @pytest.fixture(scope="module")
-def keyed_server() -> Iterator[str]:
-    with running_server({"ASSIST_LOG_LEVEL": "warning", "ASSIST_API_KEYS": KEY}) as served:
-        yield served.url
+def keyed_server(serve: Servers) -> str:
+    return serve({"ASSIST_LOG_LEVEL": "warning", "ASSIST_API_KEYS": KEY}).url
 
 
 def assert_head_answers_as_get(client: httpx.Client, path: str, headers: dict[str, str] | None = None) -> None:

@@ -16,6 +16,7 @@ from sentient_assist.runtime.head_start import HeadStart
 from sentient_assist.server import Settings, create_app
 from sentient_assist.server.head_start import HeadStartMiddleware
 from tests.support.server import uvicorn_in_thread
+from tests.support.waiting import wait_until
 
 
 def test_a_request_goes_on_at_once_when_no_run_is_starting():
@@ -158,8 +159,10 @@ class CountsStartedRuns(AbstractAgent):
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, int]] = []
+        self.stepped: list[str] = []
 
     async def assist(self, session: Session, query: Query, response_handler: ResponseHandler) -> None:
+        self.stepped.append(query.prompt)
         if query.prompt == "block":  # holds the event loop while the requests of the test come in
             time.sleep(0.3)  # noqa: ASYNC251 (the point: the loop is held)
         else:
@@ -200,7 +203,8 @@ def test_of_requests_that_arrive_together_the_first_one_s_agent_steps_before_the
         blocker = socket.create_connection(address)
         together = [socket.create_connection(address) for _ in range(4)]
         blocker.sendall(_assist("block"))
-        time.sleep(0.1)  # the event loop is held by the blocking agent: the four arrive while it sleeps
+        # The event loop is held by the blocking agent: the four arrive while it sleeps.
+        assert wait_until(lambda: "block" in agent.stepped, 5)
         for number, sock in enumerate(together):
             sock.sendall(request_of(f"r{number}"))
         answers = [_answer(sock) for sock in [blocker, *together]]
@@ -255,7 +259,8 @@ def test_requests_that_arrive_behind_a_starting_run_wait_for_its_first_step_befo
         blocker = socket.create_connection(address)
         together = [socket.create_connection(address) for _ in range(4)]
         blocker.sendall(_assist("block"))
-        time.sleep(0.1)  # the event loop is held by the blocking agent: the four arrive while it sleeps
+        # The event loop is held by the blocking agent: the four arrive while it sleeps.
+        assert wait_until(lambda: "block" in agent.stepped, 5)
         for number, sock in enumerate(together):
             sock.sendall(request_of(f"r{number}"))
         answers = [_answer(sock) for sock in [blocker, *together]]

@@ -3,9 +3,9 @@
 Against a real uvicorn: a 1 MB body of half a million bad items is one small 422 while
 /healthz keeps answering; a 1 MB processor_id (every event's `source`) or object key is
 refused without coming back; the 422 names the first 20 errors and counts the rest; a real
-chat of hundreds of turns still streams. The time bounds are far above what it takes (tens
-of milliseconds), not a benchmark: before the limits, such a body took 4 s to answer and
-/healthz waited as long.
+chat of hundreds of turns still streams. How fast the 422 comes, and /healthz meanwhile, is
+bench/reactions.py's to measure (tens of milliseconds; before the limits, such a body took
+4 s to answer and /healthz waited as long).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -22,7 +21,8 @@ from sentient_assist.protocol.request import MAX_NAME_LENGTH
 from sentient_assist.server.validation import MAX_ERRORS, TOO_MANY_ERRORS, validation_detail
 from tests.protocol.test_request_limits import long_chat
 from tests.server.test_stream_guarantees import assert_well_ended
-from tests.support.server import RunningServer, running_server
+from tests.support.request import post
+from tests.support.server import RunningServer, Servers
 from tests.support.sse import new_body, new_session, read_stream
 
 MAX_BODY = 1_048_576
@@ -33,20 +33,12 @@ ENV = {
 }
 MEGABYTE = 1_000_000
 MAX_422_BYTES = 16 * 1024
-JSON_HEADERS = {"Content-Type": "application/json"}
 GOOD_ID = "01JDQ4Z8M7T3V5X9A2B4C6D8EF"
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with running_server(ENV) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def client(server) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.url, timeout=10) as http:
-        yield http
+def server(serve: Servers) -> RunningServer:
+    return serve(ENV)
 
 
 def with_session(**session) -> bytes:
@@ -98,29 +90,22 @@ HOSTILE = {
 }
 
 
-def post(http: httpx.Client, body: bytes) -> tuple[httpx.Response, float]:
-    started = time.monotonic()
-    response = http.post("/assist", content=body, headers=JSON_HEADERS)
-    return response, time.monotonic() - started
-
-
 class HealthProbe(threading.Thread):
-    """GET /healthz over and over while it runs: how long each answer took, and its status."""
+    """GET /healthz over and over while it runs: each answer's status."""
 
     def __init__(self, url: str) -> None:
         super().__init__(daemon=True)
         self.url = url
         self.stopped = threading.Event()
-        self.times: list[float] = []
+        self.answers = 0
         self.statuses: set[int] = set()
 
     def run(self) -> None:
         with httpx.Client(timeout=10) as http:
             while not self.stopped.is_set():
-                started = time.monotonic()
                 self.statuses.add(http.get(self.url + "/healthz").status_code)
-                self.times.append(time.monotonic() - started)
-                time.sleep(0.01)
+                self.answers += 1
+                time.sleep(0.01)  # the probe's pace: a request every 10 ms, not a flood of its own
 
     def __enter__(self) -> HealthProbe:
         self.start()
@@ -130,28 +115,22 @@ class HealthProbe(threading.Thread):
         self.stopped.set()
         self.join(timeout=15)
 
-    @property
-    def slowest(self) -> float:
-        return max(self.times)
 
-
-def test_half_a_million_bad_items_are_one_small_422_and_others_are_served_meanwhile(server, client):
+def test_half_a_million_bad_items_are_one_small_422_and_others_are_served_meanwhile(server):
     with HealthProbe(server.url) as health:
         for name, body in HOSTILE.items():
             assert len(body) <= MEGABYTE, name
-            response, elapsed = post(client, body)
+            response = post(server, "/assist", body, timeout=10)
             assert response.status_code == 422, (name, response.text[:500])
             assert len(response.content) < MAX_422_BYTES, (name, len(response.content))
-            assert elapsed < 1.0, (name, elapsed)
             detail = response.json()["detail"]
             assert len(detail) <= 2, (name, detail)  # the list stops at its first bad item
             assert all(item["loc"][:3] == ["body", "session", "interactions"] for item in detail), (name, detail)
-    assert len(health.times) >= 2 and health.statuses == {200}
-    assert health.slowest < 0.5, health.times
+    assert health.answers >= 2 and health.statuses == {200}
 
 
-def test_a_megabyte_processor_id_is_refused_naming_the_field(client):
-    response, _ = post(client, with_session(processor_id="p" * MEGABYTE))
+def test_a_megabyte_processor_id_is_refused_naming_the_field(server):
+    response = post(server, "/assist", with_session(processor_id="p" * MEGABYTE), timeout=10)
     assert response.status_code == 422
     assert response.json()["detail"] == [
         {
@@ -171,21 +150,23 @@ def test_a_processor_id_at_the_limit_is_every_events_source(server):
 
 
 @pytest.mark.parametrize("key_length", [MAX_NAME_LENGTH, MEGABYTE])
-def test_a_long_metadata_key_does_not_come_back_whole(client, key_length):
+def test_a_long_metadata_key_does_not_come_back_whole(server, key_length):
     key = "k" * key_length
     # A value of no metadata type: the event classes report it once per type they tried, under the key.
     body = with_session(interactions=history_with(event={"metadata": {key: None}}))
-    response, _ = post(client, body)
+    response = post(server, "/assist", body, timeout=10)
     assert response.status_code == 422
     assert len(response.content) < MAX_422_BYTES
     assert "k" * 64 not in response.text
     assert all("k" * 63 + "…" in item["loc"] for item in response.json()["detail"])
 
 
-def test_the_first_20_errors_are_named_and_the_rest_counted(client):
+def test_the_first_20_errors_are_named_and_the_rest_counted(server):
     # 16 keys whose value is of no metadata type: 5 errors each (str, int, float, bool, list[str]).
     metadata = {f"key{n:02}": None for n in range(16)}
-    response, _ = post(client, with_session(interactions=history_with(event={"metadata": metadata})))
+    response = post(
+        server, "/assist", with_session(interactions=history_with(event={"metadata": metadata})), timeout=10
+    )
     assert response.status_code == 422
     detail = response.json()["detail"]
     assert len(detail) == MAX_ERRORS + 1

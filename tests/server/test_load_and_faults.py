@@ -21,12 +21,13 @@ import socket
 import struct
 import time
 import uuid
+from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.support.server import running_server
-from tests.support.sse import Stream, new_body, parse_block, read_stream
+from tests.support.server import RunningServer, Servers
+from tests.support.sse import Stream, aread_response, new_body, read_stream
 
 pytestmark = pytest.mark.timeout(90)  # a hang guard: the module takes a few seconds
 
@@ -57,14 +58,13 @@ ENV = {
 
 
 @pytest.fixture(scope="module")
-def load_server():
+def load_server(serve: Servers) -> Iterator[RunningServer]:
     # 500 client sockets here, 500 there: the server inherits this process's limit.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     try:
-        with running_server(ENV) as server:
-            yield server
+        yield serve(ENV)
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
@@ -129,23 +129,10 @@ def reset_on_close(response: httpx.Response) -> None:
 async def one_stream(client: httpx.AsyncClient, prompt: str, cut: tuple[int, str] | None) -> Stream:
     """Read a stream frame by frame; with `cut` = (frames, how), leave after that many frames."""
     async with client.stream("POST", "/assist", json=new_body(prompt)) as response:
-        stream = Stream(response.status_code, response.headers)
-        if response.status_code != 200:
-            stream.raw = await response.aread()
-            return stream
-        buffer = b""
-        async for chunk in response.aiter_raw():
-            stream.raw += chunk
-            buffer += chunk
-            while b"\n\n" in buffer:
-                block, buffer = buffer.split(b"\n\n", 1)
-                parse_block(block, time.time(), stream)
-                if cut is not None and len(stream.frames) >= cut[0]:
-                    if cut[1] == "reset":
-                        reset_on_close(response)
-                    return stream  # leaving the block closes the connection mid-stream
-        assert buffer == b"", f"bytes after the last frame: {buffer!r}"
-    return stream
+        stream = await aread_response(response, stop_after=None if cut is None else cut[0])
+        if cut is not None and cut[1] == "reset":
+            reset_on_close(response)
+        return stream  # leaving the block closes the connection (mid-stream, for a cut one)
 
 
 async def run_load(url: str, count: int, cuts: dict[int, tuple[int, str]]) -> list[Stream | BaseException]:

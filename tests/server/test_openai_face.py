@@ -7,7 +7,6 @@ import json
 import signal
 import socket
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,14 +19,17 @@ from sentient_assist.server.openai.answer import MAX_KEPT_CHARS
 from sentient_assist.server.openai.pauses import take_marker
 from tests.support.agents import SECRET
 from tests.support.files import wait_for_file
-from tests.support.server import RunningServer, free_port, running_command, running_server
-from tests.support.sse import new_body
+from tests.support.request import post
+from tests.support.server import RunningServer, Servers, running_server
+from tests.support.sse import events_of, iter_events, new_body
+from tests.support.waiting import wait_until
 
 KEY = "test-key-for-the-openai-face"
 MODEL = "chat-agent"
 TIME_LIMIT = 2.0
 PING = 0.3
 MAX_BODY = 16_384
+COMPLETIONS = "/v1/chat/completions"
 BODY_TIMEOUT = 1.0
 AGENT = {"ASSIST_AGENT": "tests.server.openai_agents:ChatAgent", "ASSIST_LOG_LEVEL": "warning"}
 
@@ -35,7 +37,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
+def server(serve: Servers) -> RunningServer:
     env = {
         **AGENT,
         "ASSIST_API_KEYS": KEY,
@@ -44,8 +46,7 @@ def server() -> Iterator[RunningServer]:
         "ASSIST_MAX_BODY_BYTES": str(MAX_BODY),
         "ASSIST_BODY_TIMEOUT": str(BODY_TIMEOUT),
     }
-    with running_server(env) as running:
-        yield running
+    return serve(env)
 
 
 def client_of(server: RunningServer, key: str = KEY) -> openai.OpenAI:
@@ -67,14 +68,6 @@ def assistant(content: object) -> dict:
     return {"role": "assistant", "content": content}
 
 
-def post_raw(server: RunningServer, body: object, key: str = KEY, **kwargs) -> httpx.Response:
-    """POST /v1/chat/completions with `body` as bytes (as given, or JSON with its escapes, so
-    that a lone surrogate goes as `\\ud800`)."""
-    content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-    return httpx.post(server.url + "/v1/chat/completions", content=content, headers=headers, timeout=15, **kwargs)
-
-
 def raw_exchange(server: RunningServer, head: bytes, wait: float = 5) -> bytes:
     """What the server answers to `head` (and nothing more) on a connection of its own."""
     with socket.create_connection(("127.0.0.1", int(server.url.rsplit(":", 1)[1])), timeout=wait) as sock:
@@ -89,12 +82,9 @@ def raw_exchange(server: RunningServer, head: bytes, wait: float = 5) -> bytes:
 
 def data_lines(body: str) -> list[str]:
     """The `data:` payloads of a raw stream, after checking that every line is SSE OpenAI clients read."""
-    payloads = []
     for line in body.split("\n"):
         assert line == "" or line.startswith("data: ") or line == ": ping", line
-        if line.startswith("data: "):
-            payloads.append(line.removeprefix("data: "))
-    return payloads
+    return [event.data for event in events_of(body)]
 
 
 def test_the_models_are_the_served_agent(client):
@@ -145,9 +135,7 @@ def test_without_include_usage_there_is_no_usage_chunk_and_every_line_is_data_or
     # `silent`: a STATUS block, a silence of a few keepalive intervals, a FINAL text block: with no
     # FINAL_RESPONSE, the run's text is the answer (a turn of history's rule).
     body = {"model": MODEL, "messages": [user(f"silent:{PING * 3}")], "stream": True}
-    response = httpx.post(
-        server.url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=15
-    )
+    response = post(server, COMPLETIONS, body, key=KEY)
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
     # As /assist's: no cache, and no proxy (nginx) holding the chunks back.
     assert response.headers["cache-control"] == "no-store" and response.headers["x-accel-buffering"] == "no"
@@ -164,9 +152,7 @@ def test_every_reserved_event_is_content_reasoning_an_error_or_nothing(server):
     # `conventions`: thinking, stages, tool calls and results, two bills, a handoff, sources, a plan,
     # a side stream, an error (502), the answer, and a question with a (fake) token.
     body = {"model": MODEL, "messages": [user("conventions")], "stream": True}
-    response = httpx.post(
-        server.url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}, timeout=15
-    )
+    response = post(server, COMPLETIONS, body, key=KEY)
     payloads = data_lines(response.text)
     assert payloads[-1] == "[DONE]"
     objects = [json.loads(payload) for payload in payloads[:-1]]
@@ -265,7 +251,7 @@ def test_only_the_last_assistant_message_can_hold_a_live_pause(client):
     assert [m["content"] for m in history if m["role"] == "assistant"] == ["Which city?", "ok"]
 
 
-def test_a_pathological_assistant_message_does_not_stall_the_server():
+def test_a_pathological_assistant_message_does_not_stall_the_server(serve):
     # Each body is about the default body limit (1 MiB); a marker pattern that backtracks over
     # a run of newlines took minutes for the first of them, with the event loop blocked.
     newlines = "\n" * 500_000
@@ -276,20 +262,22 @@ def test_a_pathological_assistant_message_does_not_stall_the_server():
         ("\n" * 1000 + "[//]: # (sentient-pause:ask_user:A") * 490,
         newlines[:250_000] + "[//]: # (sentient-pause:ask_user:" + "A" * 400_000,
     ]
-    with running_server(AGENT) as server, ThreadPoolExecutor(len(shapes)) as pool:
-        started = time.monotonic()
+    server = serve(AGENT)
+    with ThreadPoolExecutor(len(shapes)) as pool:
         sent = [
-            pool.submit(post_raw, server, {"model": MODEL, "messages": [user("x"), assistant(shape), user("say:ok")]})
+            pool.submit(
+                post, server, COMPLETIONS, {"model": MODEL, "messages": [user("x"), assistant(shape), user("say:ok")]}
+            )
             for shape in shapes
         ]
-        healthy = [httpx.get(server.url + "/healthz", timeout=2).status_code]  # while they are read
-        while not all(future.done() for future in sent) and time.monotonic() - started < 20:
+        # The server answers others while it reads them (a stalled event loop would not, in 2 s).
+        healthy = [httpx.get(server.url + "/healthz", timeout=2).status_code]
+        while not all(future.done() for future in sent):
             healthy.append(httpx.get(server.url + "/healthz", timeout=2).status_code)
         answers = [future.result(timeout=20) for future in sent]
         assert [a.status_code for a in answers] == [200] * len(shapes), [a.text[:200] for a in answers]
         assert all(a.json()["choices"][0]["message"]["content"] == "ok" for a in answers)
         assert set(healthy) == {200}
-        assert time.monotonic() - started < 10  # generous: it took minutes, it takes well under a second
 
 
 def test_an_agent_that_raises_is_an_error_with_no_internals(client):
@@ -322,21 +310,18 @@ def test_a_client_that_leaves_mid_stream_gets_its_agent_cancelled(client, tmp_pa
         if chunk.choices and chunk.choices[0].delta.content:
             break
     stream.close()
-    closed_at = time.time()
-    cancelled_at = wait_for_file(marker, timeout=TIME_LIMIT / 2)  # well before the time limit would
+    # Cancelled for its client's leaving: well before the time limit would have cancelled it.
+    cancelled_at = wait_for_file(marker, timeout=TIME_LIMIT / 2)
     assert cancelled_at is not None, "the agent was not cancelled when its client left"
-    assert float(cancelled_at) - closed_at < TIME_LIMIT / 2
 
 
 def test_a_client_that_leaves_before_its_completion_gets_its_agent_cancelled(server, tmp_path):
     marker = tmp_path / "cancelled"
     body = {"model": MODEL, "messages": [user(f"hang:{marker}")]}
-    headers = {"Authorization": f"Bearer {KEY}"}
     with pytest.raises(httpx.ReadTimeout):  # the client gives up, and closes the connection
-        httpx.post(server.url + "/v1/chat/completions", json=body, headers=headers, timeout=TIME_LIMIT / 4)
-    left_at = time.time()
-    cancelled_at = wait_for_file(marker, timeout=TIME_LIMIT / 2)
-    assert cancelled_at is not None and float(cancelled_at) - left_at < TIME_LIMIT / 2
+        post(server, COMPLETIONS, body, key=KEY, timeout=TIME_LIMIT / 4)
+    # Cancelled for its client's leaving: well before the time limit would have cancelled it.
+    assert wait_for_file(marker, timeout=TIME_LIMIT / 2) is not None
 
 
 def test_a_request_without_the_key_is_refused_in_openais_shape(server):
@@ -346,7 +331,7 @@ def test_a_request_without_the_key_is_refused_in_openais_shape(server):
         assert refused.value.code == "invalid_api_key"
         with pytest.raises(openai.AuthenticationError):
             wrong.models.list()
-    response = httpx.post(server.url + "/v1/chat/completions", json={"model": MODEL, "messages": [user("x")]})
+    response = post(server, COMPLETIONS, {"model": MODEL, "messages": [user("x")]})
     assert response.status_code == 401 and response.headers["www-authenticate"].startswith("Bearer")
     assert response.json()["error"]["type"] == "authentication_error"
 
@@ -375,7 +360,7 @@ def test_a_request_without_the_key_is_refused_in_openais_shape(server):
 )
 def test_a_bad_body_is_a_400_naming_the_field(client, server, body, param):
     if isinstance(body, bytes):
-        response = post_raw(server, body)
+        response = post(server, COMPLETIONS, body, key=KEY)
         status, error = response.status_code, response.json()["error"]
     else:
         with pytest.raises(openai.BadRequestError) as refused:
@@ -447,30 +432,39 @@ def test_a_run_that_fails_is_not_retried_by_the_sdk(server, tmp_path):
 def test_a_lone_surrogate_in_the_answer_is_replaced_not_a_500(server):
     started = len(server.log())
     body = {"model": MODEL, "messages": [user("say:hi \ud800")]}
-    whole = post_raw(server, body)
+    whole = post(server, COMPLETIONS, body, key=KEY)
     assert whole.status_code == 200 and whole.json()["choices"][0]["message"]["content"] == "hi ?"
-    streamed = post_raw(server, {**body, "stream": True})
+    streamed = post(server, COMPLETIONS, {**body, "stream": True}, key=KEY)
     chunks = [json.loads(p) for p in data_lines(streamed.text)[:-1]]
     assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks) == "hi ?"
-    failed = post_raw(server, {"model": MODEL, "messages": [user("fail:502::bad \ud800")]})
+    failed = post(server, COMPLETIONS, {"model": MODEL, "messages": [user("fail:502::bad \ud800")]}, key=KEY)
     assert failed.status_code == 502 and failed.json()["error"]["message"] == "bad ?"
     assert "Traceback" not in server.log()[started:]
 
 
 def test_what_an_answer_keeps_is_bounded(server):
     # Not streamed, the whole answer is kept: past the bound, the run ends with an error naming it.
-    too_long = post_raw(server, {"model": MODEL, "messages": [user(f"big:FINAL_RESPONSE:{MAX_KEPT_CHARS + 1}")]})
+    too_long = post(
+        server, COMPLETIONS, {"model": MODEL, "messages": [user(f"big:FINAL_RESPONSE:{MAX_KEPT_CHARS + 1}")]}, key=KEY
+    )
     assert too_long.status_code == 500 and too_long.headers["x-should-retry"] == "false"
     assert f"{MAX_KEPT_CHARS:,} characters" in too_long.json()["error"]["message"]
     # Streamed, text other than FINAL_RESPONSE is held in case it is the answer: bounded too.
-    held = post_raw(server, {"model": MODEL, "messages": [user(f"big:PLAN:{MAX_KEPT_CHARS + 1}")], "stream": True})
+    held = post(
+        server,
+        COMPLETIONS,
+        {"model": MODEL, "messages": [user(f"big:PLAN:{MAX_KEPT_CHARS + 1}")], "stream": True},
+        key=KEY,
+    )
     objects = [json.loads(p) for p in data_lines(held.text)[:-1]]
     content = "".join(o["choices"][0]["delta"].get("content") or "" for o in objects if "choices" in o)
     errors = [o["error"] for o in objects if "error" in o]
     assert len(content) == MAX_KEPT_CHARS - MAX_KEPT_CHARS % 65_536 and len(errors) == 1
     assert f"{MAX_KEPT_CHARS:,} characters" in errors[0]["message"]
     # ... and dropped once a FINAL_RESPONSE says what the answer is.
-    answered = post_raw(server, {"model": MODEL, "messages": [user(f"big:PLAN:{MAX_KEPT_CHARS + 1}:final")]})
+    answered = post(
+        server, COMPLETIONS, {"model": MODEL, "messages": [user(f"big:PLAN:{MAX_KEPT_CHARS + 1}:final")]}, key=KEY
+    )
     assert answered.json()["choices"][0]["message"]["content"] == "the short answer"
 
 
@@ -479,7 +473,7 @@ def test_no_request_leaves_a_traceback_in_the_log_but_a_failing_agent(server, cl
     with pytest.raises(openai.InternalServerError):
         client.chat.completions.create(model=MODEL, messages=[user("raise")])
     for bad in (b"\xff", b"[" * 5000, json.dumps({"model": MODEL, "messages": [user("say:\ud800")]}).encode()):
-        post_raw(server, bad)
+        post(server, COMPLETIONS, bad, key=KEY)
     httpx.get(server.url + "/v1/embeddings")
     log = server.log()[started:]
     assert "Exception in ASGI application" not in log
@@ -487,36 +481,27 @@ def test_no_request_leaves_a_traceback_in_the_log_but_a_failing_agent(server, cl
     assert log.count("Traceback") == 1  # the `raise` run's, logged as it should be
 
 
-def open_when_free(client: openai.OpenAI, prompt: str) -> openai.Stream:
-    """A chat stream, once the place a stream that just ended held is free again."""
-    deadline = time.monotonic() + 3
-    while True:
-        try:
-            return client.chat.completions.create(model=MODEL, messages=[user(prompt)], stream=True)
-        except openai.InternalServerError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-
-
-def test_both_faces_share_one_stream_budget(tmp_path):
-    with running_server({**AGENT, "ASSIST_MAX_STREAMS": "1"}) as server, client_of(server) as client:
+def test_both_faces_share_one_stream_budget(serve, tmp_path):
+    server = serve({**AGENT, "ASSIST_MAX_STREAMS": "1"})
+    with client_of(server) as client:
         with httpx.Client(base_url=server.url, timeout=15) as http:
             with http.stream("POST", "/assist", json=new_body(f"hang:{tmp_path / 'a'}")) as assist:
-                lines = assist.iter_lines()  # kept: a generator dropped closes the response
-                next(lines)  # the /assist stream is open: the one place is taken
+                events = iter_events(assist)  # kept: a generator dropped closes the response
+                next(events)  # the /assist stream is open: the one place is taken
                 with pytest.raises(openai.InternalServerError) as refused:
                     client.chat.completions.create(model=MODEL, messages=[user("think")])
                 assert refused.value.status_code == 503 and refused.value.response.headers["retry-after"] == "1"
                 assert refused.value.body["type"] == "server_error"
                 assert "x-should-retry" not in refused.value.response.headers  # no agent ran: a retry may
             assert wait_for_file(tmp_path / "a", timeout=3) is not None  # that stream has ended
-            stream = open_when_free(client, f"hang:{tmp_path / 'b'}")
+            assert wait_until(lambda: server.metric("assist_streams_open") == 0, 5)  # and its place is free
+            stream = client.chat.completions.create(model=MODEL, messages=[user(f"hang:{tmp_path / 'b'}")], stream=True)
             chunks = iter(stream)
             next(chunks)
             refused_assist = http.post("/assist", json=new_body("think"))
             assert refused_assist.status_code == 503, refused_assist.text
             stream.close()
+    assert wait_until(lambda: server.metric("assist_streams_open") == 0, 5)  # free for the next test on this server
 
 
 def test_a_stream_open_at_shutdown_ends_with_a_503_error_and_done():
@@ -536,17 +521,8 @@ def test_a_stream_open_at_shutdown_ends_with_a_503_error_and_done():
 
 @pytest.mark.parametrize("factory", ["user_app", "user_app_without_the_face"])
 def test_add_routes_brings_the_face_only_when_given_its_prefix(factory):
-    port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "uvicorn",
-        "--factory",
-        f"tests.server.openai_agents:{factory}",
-        "--port",
-        str(port),
-    ]
-    with running_command(command, port, {"ASSIST_LOG_LEVEL": "warning"}) as app:
+    command = [sys.executable, "-m", "uvicorn", "--factory", f"tests.server.openai_agents:{factory}"]
+    with running_server({"ASSIST_LOG_LEVEL": "warning"}, command=command) as app:
         with openai.OpenAI(base_url=app.url + "/bots/chat/v1", api_key="unused", max_retries=0) as client:
             if factory == "user_app":
                 completion = client.chat.completions.create(model=MODEL, messages=[user("think")])

@@ -18,7 +18,7 @@ from sentient_assist import Agent, AgentResult
 from sentient_assist.runtime import pauses
 from sentient_assist.server.openai.pauses import take_marker
 from tests.server import pause_agents
-from tests.support.server import RunningServer, running_server
+from tests.support.server import RunningServer, Servers, running_server
 
 SECRET = "one secret shared by alpha and beta, 16 bytes or more"
 REPLAYS = 20
@@ -39,32 +39,33 @@ class Served:
         return [json.loads(line) for line in self.marks.read_text().splitlines()]
 
 
-def serve(agent: str, tmp: Path) -> Iterator[Served]:
-    marks = tmp / f"{agent}.marks"
-    env = {
+def agent_env(agent: str, marks: Path) -> dict[str, str]:
+    return {
         "ASSIST_AGENT": f"tests.server.pause_agents:{agent}",
         "ASSIST_RESUME_SECRET": SECRET,
         "ASSIST_LOG_LEVEL": "warning",
         pause_agents.MARKS: str(marks),
     }
-    with running_server(env) as server:
-        yield Served(server, marks)
 
 
 @pytest.fixture(scope="module")
-def alpha(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    yield from serve("alpha", tmp_path_factory.mktemp("alpha"))
+def alpha(serve: Servers, tmp_path_factory: pytest.TempPathFactory) -> Served:
+    marks = tmp_path_factory.mktemp("alpha") / "alpha.marks"
+    return Served(serve(agent_env("alpha", marks)), marks)
 
 
 @pytest.fixture(scope="module")
-def beta(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    yield from serve("beta", tmp_path_factory.mktemp("beta"))
+def beta(serve: Servers, tmp_path_factory: pytest.TempPathFactory) -> Served:
+    marks = tmp_path_factory.mktemp("beta") / "beta.marks"
+    return Served(serve(agent_env("beta", marks)), marks)
 
 
 @pytest.fixture
 def approver(tmp_path: Path) -> Iterator[Served]:
     # One server per test: its ScriptedModel plays its script once.
-    yield from serve("approver", tmp_path)
+    marks = tmp_path / "approver.marks"
+    with running_server(agent_env("approver", marks)) as server:
+        yield Served(server, marks)
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,6 @@ same deterministic agent (tests/server/resumable_agents.py).
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -19,8 +18,8 @@ import pytest
 
 from tests.server.test_stream_guarantees import assert_streams_completed, assert_well_ended
 from tests.support.redis_server import RunningRedis, redis_server  # noqa: F401 - a fixture
-from tests.support.server import RunningServer, running_server
-from tests.support.sse import Stream, new_body, read_response, read_stream
+from tests.support.server import RunningServer, Servers, running_server
+from tests.support.sse import Stream, iter_events, new_body, read_response, read_stream
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(90)
@@ -41,9 +40,8 @@ def resumable_env(**settings: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[RunningServer]:
-    with running_server(resumable_env(run_retention="60")) as running:
-        yield running
+def server(serve: Servers) -> RunningServer:
+    return serve(resumable_env(run_retention="60"))
 
 
 @pytest.fixture(scope="module")
@@ -60,13 +58,8 @@ def cut_after(url: str, prompt: str, count: int, headers: dict[str, str] | None 
         with client.stream("POST", url + "/assist", json=new_body(prompt), headers=headers) as response:
             assert response.status_code == 200
             handle = response.headers["assist-run"]
-            buffer = b""
-            for chunk in response.iter_raw():
-                buffer += chunk
-                while b"\n\n" in buffer and len(events) < count:
-                    block, buffer = buffer.split(b"\n\n", 1)
-                    if not block.startswith(b":"):
-                        events.append(json.loads(block.split(b"\ndata: ", 1)[1]))
+            for event in iter_events(response):
+                events.append(event.json)
                 if len(events) >= count:
                     break
     return handle, events
@@ -128,15 +121,15 @@ def test_without_last_event_id_a_resume_streams_the_run_from_its_first_event(ser
     assert [event["id"] for event in whole.events[:3]] == [event["id"] for event in first]
 
 
-def test_after_done_a_resume_replays_from_any_event_until_the_retention_is_over():
-    with running_server(resumable_env(run_retention="2")) as server:
-        stream = read_stream(server.url, new_body("count:6:0"))
-        handle = stream.headers["assist-run"]
-        for index, event in enumerate(stream.events):
-            replay = resume(server.url, handle, event["id"])
-            assert replay.status == 200
-            assert replay.events == stream.events[index + 1 :]
-        assert wait_until(lambda: resume(server.url, handle).status == 404, timeout=20)
+def test_after_done_a_resume_replays_from_any_event_until_the_retention_is_over(serve):
+    server = serve(resumable_env(run_retention="2"))
+    stream = read_stream(server.url, new_body("count:6:0"))
+    handle = stream.headers["assist-run"]
+    for index, event in enumerate(stream.events):
+        replay = resume(server.url, handle, event["id"])
+        assert replay.status == 200
+        assert replay.events == stream.events[index + 1 :]
+    assert wait_until(lambda: resume(server.url, handle).status == 404, timeout=20)
 
 
 def test_an_id_the_run_never_sent_is_a_400_and_an_unknown_handle_a_404(server):
@@ -167,49 +160,50 @@ def test_delete_stops_the_run_and_every_stream_of_it_ends_with_the_error_and_don
     assert httpx.delete(f"{server.url}/assist/runs/{handle}").status_code == 204  # ended already
 
 
-def test_the_keys_guard_resumes_and_a_handle_answers_only_to_the_key_that_started_it():
-    with running_server(resumable_env(api_keys=f"{KEY},{OTHER_KEY}")) as server:
-        mine, theirs = {"Authorization": f"Bearer {KEY}"}, {"Authorization": f"Bearer {OTHER_KEY}"}
-        handle, first = cut_after(server.url, "count:40:20", 2, headers=mine)
-        assert resume(server.url, handle).status == 401
-        assert resume(server.url, handle, headers={"Authorization": "Bearer wrong"}).status == 401
-        assert resume(server.url, handle, headers=theirs).status == 404
-        assert httpx.delete(f"{server.url}/assist/runs/{handle}", headers=theirs).status_code == 404
-        rest = resume(server.url, handle, first[-1]["id"], headers=mine)
-        assert rest.status == 200 and rest.names()[-1] == "done"
+def test_the_keys_guard_resumes_and_a_handle_answers_only_to_the_key_that_started_it(serve):
+    server = serve(resumable_env(api_keys=f"{KEY},{OTHER_KEY}"))
+    mine, theirs = {"Authorization": f"Bearer {KEY}"}, {"Authorization": f"Bearer {OTHER_KEY}"}
+    handle, first = cut_after(server.url, "count:40:20", 2, headers=mine)
+    assert resume(server.url, handle).status == 401
+    assert resume(server.url, handle, headers={"Authorization": "Bearer wrong"}).status == 401
+    assert resume(server.url, handle, headers=theirs).status == 404
+    assert httpx.delete(f"{server.url}/assist/runs/{handle}", headers=theirs).status_code == 404
+    rest = resume(server.url, handle, first[-1]["id"], headers=mine)
+    assert rest.status == 200 and rest.names()[-1] == "done"
 
 
-def test_a_run_with_nobody_attached_goes_on_for_the_grace_then_is_stopped():
-    with running_server(resumable_env(detach_grace="1", log_level="info")) as server:
-        handle, first = cut_after(server.url, "count:400:20", 2)
-        assert wait_until(lambda: "no client attached for ASSIST_DETACH_GRACE" in server.log(), timeout=30)
-        rest = resume(server.url, handle, first[-1]["id"])
-        assert_well_ended(rest)
-        error = rest.events[-2]
-        assert error["event_name"] == "error" and error["content"]["details"]["stopped"] == "detached"
-        assert "ASSIST_DETACH_GRACE" in error["content"]["error_message"]
-        tokens = [e["content"] for e in rest.events if e["event_name"] == "FINAL_RESPONSE" and e["content"]]
-        assert tokens, "it ran on while nobody was attached"
-        assert tokens[-1] != "t399 ", "and was stopped before its end"
+def test_a_run_with_nobody_attached_goes_on_for_the_grace_then_is_stopped(serve):
+    server = serve(resumable_env(detach_grace="1", log_level="info"))
+    mark = len(server.log())
+    handle, first = cut_after(server.url, "count:400:20", 2)
+    assert wait_until(lambda: "no client attached for ASSIST_DETACH_GRACE" in server.log(mark), timeout=30)
+    rest = resume(server.url, handle, first[-1]["id"])
+    assert_well_ended(rest)
+    error = rest.events[-2]
+    assert error["event_name"] == "error" and error["content"]["details"]["stopped"] == "detached"
+    assert "ASSIST_DETACH_GRACE" in error["content"]["error_message"]
+    tokens = [e["content"] for e in rest.events if e["event_name"] == "FINAL_RESPONSE" and e["content"]]
+    assert tokens, "it ran on while nobody was attached"
+    assert tokens[-1] != "t399 ", "and was stopped before its end"
 
 
 @pytest.mark.parametrize(
     ("setting", "value", "prompt"),
     [("run_max_events", "50", "count:500:0"), ("run_max_bytes", "20000", "big:100:1000")],
 )
-def test_past_a_bound_the_run_ends_with_an_error_naming_the_setting(setting, value, prompt):
-    with running_server(resumable_env(**{setting: value})) as server:
-        stream = read_stream(server.url, new_body(prompt))
-        assert_well_ended(stream)
-        assert_streams_completed(stream)
-        errors = [event for event in stream.events if event["event_name"] == "error"]
-        assert len(errors) == 1 and errors[0] == stream.events[-2]
-        assert errors[0]["content"]["error_code"] == 507
-        assert f"ASSIST_{setting.upper()}" in errors[0]["content"]["error_message"]
-        if setting == "run_max_events":
-            assert len(stream.events) <= int(value) + 3  # with the stream's last chunk, the error and done
-        else:
-            assert sum(len(frame.data) for frame in stream.frames[:-3]) <= int(value) + 1100
+def test_past_a_bound_the_run_ends_with_an_error_naming_the_setting(serve, setting, value, prompt):
+    server = serve(resumable_env(**{setting: value}))
+    stream = read_stream(server.url, new_body(prompt))
+    assert_well_ended(stream)
+    assert_streams_completed(stream)
+    errors = [event for event in stream.events if event["event_name"] == "error"]
+    assert len(errors) == 1 and errors[0] == stream.events[-2]
+    assert errors[0]["content"]["error_code"] == 507
+    assert f"ASSIST_{setting.upper()}" in errors[0]["content"]["error_message"]
+    if setting == "run_max_events":
+        assert len(stream.events) <= int(value) + 3  # with the stream's last chunk, the error and done
+    else:
+        assert sum(len(frame.data) for frame in stream.frames[:-3]) <= int(value) + 1100
 
 
 def test_a_resume_that_reaches_the_other_replica_gets_the_rest_exactly_once(pair):
@@ -282,13 +276,8 @@ def read_response_of(client: httpx.Client, prompt: str) -> Stream:
 def read_events(response: httpx.Response, count: int) -> list[dict]:
     """The first `count` events of a response, then stop reading (the caller closes it)."""
     events: list[dict[str, Any]] = []
-    buffer = b""
-    for chunk in response.iter_raw():
-        buffer += chunk
-        while b"\n\n" in buffer and len(events) < count:
-            block, buffer = buffer.split(b"\n\n", 1)
-            if not block.startswith(b":"):
-                events.append(json.loads(block.split(b"\ndata: ", 1)[1]))
+    for event in iter_events(response):
+        events.append(event.json)
         if len(events) >= count:
             break
     return events

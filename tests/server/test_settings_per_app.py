@@ -4,28 +4,23 @@ app of your own with add_routes seals pauses with the secret of its `settings`."
 
 from __future__ import annotations
 
-import json
 import socket
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi import FastAPI
 
 from sentient_assist import AbstractAgent, Agent, Query, ResponseHandler, Session, add_routes, create_app, load_settings
 from sentient_assist.runtime import pauses
 from sentient_assist.server.openai.pauses import take_marker
-from sentient_assist.server.protocol import BoundedHttpToolsProtocol
 from sentient_assist.server.settings import Settings
 from tests.support.agents import ScriptedAgent
-from tests.support.server import free_port, running_command
-from tests.support.sse import new_body
+from tests.support.server import running_server, uvicorn_in_thread
+from tests.support.sse import iter_events, new_body
 
 PROCESSOR = "settings-per-app"
 SECRET_A = "the secret of app A, 16 bytes or more"
@@ -44,26 +39,9 @@ def service(**overrides: Any) -> FastAPI:
 
 @contextmanager
 def serving(app: Any, *, factory: bool = False) -> Iterator[str]:
-    """`app` on a real uvicorn (the service's protocol) on a free loopback port, in a thread of this
-    process; yields its URL."""
-    sock = socket.socket()
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(app, factory=factory, http=BoundedHttpToolsProtocol, log_config=None, log_level="warning")
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    """`app` on a real uvicorn (the service's protocol, its lifespan) in a thread of this process; yields its URL."""
+    with uvicorn_in_thread(app, factory=factory, lifespan="auto", log_level="warning") as (_, (host, port)):
+        yield f"http://{host}:{port}"
 
 
 def remote(url: str) -> Agent:
@@ -100,8 +78,8 @@ def test_two_apps_keep_their_own_body_limits():
         assert httpx.post(small + "/assist", json=body, timeout=10).status_code == 413
         with httpx.stream("POST", large + "/assist", json=body, timeout=10) as response:
             assert response.status_code == 200
-            names = [line for line in response.iter_lines() if line.startswith("event: ")]
-        assert names[-2:] == ["event: ASK_USER", "event: done"]
+            names = [event.event for event in iter_events(response)]
+        assert names[-2:] == ["ASK_USER", "done"]
         assert httpx.post(small + "/assist", json=new_body("ask:short"), timeout=10).status_code == 200
 
 
@@ -161,8 +139,8 @@ def test_an_in_process_sub_agent_seals_with_the_secret_of_the_app_it_runs_in():
     app = create_app(settings(resume_secret=SECRET_B), agent=AsksThroughASubAgent())
     with serving(app) as url:
         with httpx.stream("POST", url + "/assist", json=new_body("go"), timeout=10) as response:
-            data = [line for line in response.iter_lines() if line.startswith("data: ") and "SUB_PAUSE" in line]
-    token = json.loads(data[0].removeprefix("data: "))["content"]["token"]
+            data = [event.json for event in iter_events(response) if event.event == "SUB_PAUSE"]
+    token = data[0]["content"]["token"]
     digest = pauses.prompts_digest(["ask:trip"])
     # Resumable by any replica of the service, not only by the process that ran the sub-agent.
     assert (
@@ -201,7 +179,6 @@ def test_two_servers_keep_the_header_limits_of_their_apps():
 
 
 def test_uvicorns_own_command_line_with_workers_keeps_the_apps_header_limit():
-    port = free_port()
     command = [
         sys.executable,
         "-m",
@@ -212,11 +189,9 @@ def test_uvicorns_own_command_line_with_workers_keeps_the_apps_header_limit():
         "sentient_assist.server.protocol:BoundedHttpToolsProtocol",
         "--workers",
         "2",
-        "--port",
-        str(port),
     ]
     env = {"ASSIST_MAX_HEADER_BYTES": "4096", "ASSIST_AGENT": "tests.support.agents:ScriptedAgent"}
-    with running_command(command, port, env) as server:
+    with running_server(env, command=command) as server:
         for _ in range(4):  # connections to either worker
             assert answer_to_a_slow_header_block(server.url, 16_000, wait=1) == 431
             assert answer_to_a_slow_header_block(server.url, 2_000, wait=0.2) == 200

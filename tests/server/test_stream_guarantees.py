@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import itertools
-import time
 from pathlib import Path
 
-import httpx
 import pytest
 from ulid import ULID
 
-from tests.conftest import SCRIPTED_TIMEOUT
 from tests.support.agents import SECRET
 from tests.support.files import wait_for_file
-from tests.support.sse import Stream, new_body, new_session, read_stream
+from tests.support.request import posting
+from tests.support.sse import Stream, iter_events, new_body, new_session, read_stream
+from tests.support.waiting import wait_until
 
 reference = pytest.importorskip("sentient_agent_framework.interface.events")
 
@@ -129,54 +128,39 @@ def test_the_agent_sees_the_history_the_session_carries(scripted_server):
     assert stream.events[0]["content"]["prompts"] == ["first turn", "second turn"]
 
 
-def assert_a_disconnect_cancels_the_agent_within_a_second(url: str, marker: Path) -> None:
-    """Start a `hang` run, leave after its first event: the agent must be cancelled within a second."""
-    with httpx.Client(timeout=10) as client:
-        with client.stream("POST", url + "/assist", json=new_body(f"hang:{marker}")) as response:
-            for line in response.iter_lines():
-                if line.startswith("data: "):
-                    break
-            closed_at = time.time()
-    cancelled_at = wait_for_file(marker, timeout=3)
-    assert cancelled_at is not None, "the agent task was not cancelled after the client left"
-    assert float(cancelled_at) - closed_at < 1.0
+def assert_a_disconnect_cancels_the_agent(url: str, marker: Path) -> None:
+    """Start a `hang` run (an agent that never ends by itself), leave after its first event: the
+    agent must be cancelled. How soon is bench/reactions.py's to measure."""
+    with posting(url, "/assist", new_body(f"hang:{marker}"), timeout=10) as response:
+        next(iter_events(response))
+    assert wait_for_file(marker, timeout=3) is not None, "the agent task was not cancelled after the client left"
 
 
-def test_a_client_that_disconnects_gets_its_agent_cancelled_within_a_second(scripted_server, tmp_path):
-    assert_a_disconnect_cancels_the_agent_within_a_second(scripted_server.url, tmp_path / "cancelled")
+def test_a_client_that_disconnects_gets_its_agent_cancelled(scripted_server, tmp_path):
+    assert_a_disconnect_cancels_the_agent(scripted_server.url, tmp_path / "cancelled")
 
 
 def test_an_agent_failing_after_its_client_left_is_logged_with_the_request_id(scripted_server, tmp_path):
     # The run was ended on purpose, so nothing more is sent; the agent's failure on its way
     # out is still read and logged (not left to asyncio's "exception was never retrieved").
     marker = tmp_path / "cancelled"
-    with httpx.Client(timeout=10) as client:
-        headers = {"X-Request-ID": "left-then-failed"}
-        with client.stream(
-            "POST", scripted_server.url + "/assist", json=new_body(f"emit-when-cancelled:{marker}"), headers=headers
-        ) as response:
-            for line in response.iter_lines():
-                if line.startswith("data: "):
-                    break
+    headers = {"X-Request-ID": "left-then-failed"}
+    body = new_body(f"emit-when-cancelled:{marker}")
+    with posting(scripted_server, "/assist", body, headers=headers, timeout=10) as response:
+        next(iter_events(response))
     assert wait_for_file(marker, timeout=3) == "cancelled"
     expected = "emitted after its response was complete (request left-then-failed)"
-    deadline = time.monotonic() + 5
-    while expected not in scripted_server.log() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert expected in scripted_server.log()
+    assert wait_until(lambda: expected in scripted_server.log(), 5), scripted_server.log()[-2000:]
 
 
 def test_a_request_past_the_time_limit_gets_504_then_done_and_the_agent_is_cancelled(scripted_server, tmp_path):
     marker = tmp_path / "cancelled"
-    started = time.monotonic()
-    stream = read_stream(scripted_server.url, new_body(f"hang:{marker}"))
-    elapsed = time.monotonic() - started
+    stream = read_stream(scripted_server.url, new_body(f"hang:{marker}"))  # an agent that never ends by itself
     assert_well_ended(stream)
     assert_streams_completed(stream)
     error = next(event for event in stream.events if event["event_name"] == "error")
     assert error["content"]["error_code"] == 504
     assert stream.names()[-1] == "done"
-    assert SCRIPTED_TIMEOUT <= elapsed < SCRIPTED_TIMEOUT + 5
     assert wait_for_file(marker, timeout=2) is not None
 
 

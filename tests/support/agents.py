@@ -60,6 +60,17 @@ class ScriptedAgent(AbstractAgent):
         await asyncio.sleep(float(argument))
         await handler.respond("FINAL", "spoke at last")
 
+    async def _gated(self, session, argument, handler: ResponseHandler) -> None:
+        """`gated:<path>`: a first word, then the rest once the test has made <path> (it does on
+        seeing the first word: an answer held back till the end would never let the agent on)."""
+        stream = handler.create_text_stream("FINAL_RESPONSE")
+        await stream.emit_chunk("first ")
+        while not Path(argument).exists():  # noqa: ASYNC110 (made by another process: no Event to wait on)
+            await asyncio.sleep(0.01)
+        await stream.emit_chunk("second")
+        await stream.complete()
+        await handler.complete()
+
     async def _hang(self, session, argument, handler: ResponseHandler) -> None:
         stream = handler.create_text_stream("FINAL_RESPONSE")
         await stream.emit_chunk("waiting ")

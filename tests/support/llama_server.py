@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from sentient_assist.llm.local_model import default_gguf_path
-from tests.support.server import ROOT, clean_env, free_port
+from tests.support.server import ROOT, check_port_taken, clean_env, on_a_free_port
 
 # The model's name in requests; llama.cpp's server answers with whatever model it has.
 MODEL = "smollm2"
@@ -87,9 +87,14 @@ def running_llama_server(*, interrupt_requests: bool, threads: int = 1) -> Itera
     queued requests crawl (measured: 4 at once, 7-13 s against 0.4 s each alone; the server
     runs each token on another worker thread, and each new one brings OpenMP threads of its
     own that spin), where 1 thread answers 4 at once in 2.2 s, 0.5 s each."""
+    with on_a_free_port(lambda port: _running_llama_server(port, interrupt_requests, threads)) as server:
+        yield server
+
+
+@contextmanager
+def _running_llama_server(port: int, interrupt_requests: bool, threads: int) -> Iterator[LlamaServer]:
     gguf = default_gguf_path()
     assert gguf is not None, llama_missing()
-    port = free_port()
     command = [
         sys.executable,
         "-m",
@@ -125,6 +130,7 @@ def _wait_until_serving(server: LlamaServer) -> None:
     deadline = time.monotonic() + _START_TIMEOUT
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
+            check_port_taken(server.log())
             raise RuntimeError(f"llama.cpp's server exited with {server.process.returncode}:\n{server.log()[-3000:]}")
         try:
             if httpx.get(server.base_url + "/models", timeout=1).status_code == 200:

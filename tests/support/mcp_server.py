@@ -23,7 +23,9 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -77,8 +79,10 @@ def fail(reason: str = "no reason") -> str:
 
 
 @server.tool()
-async def slow(seconds: float) -> str:
-    """Answers after `seconds`."""
+async def slow(seconds: float, started: str = "") -> str:
+    """Answers after `seconds` (and makes the file `started` names, if any, as it begins)."""
+    if started:
+        Path(started).touch()
     await asyncio.sleep(seconds)
     return f"slept {seconds:g}s"
 
@@ -123,24 +127,50 @@ def document() -> CallToolResult:
 
 
 class HttpServer:
-    """This server over streamable HTTP on a loopback port, as a test's own process."""
+    """This server over streamable HTTP on a loopback port, as a test's own process: a port, not a
+    socket handed over, because a test stops it and starts it again there, and nothing may listen
+    on the port meanwhile. Its first start takes another port if it lost its own."""
 
     def __init__(self, *options: str) -> None:
+        from tests.support.server import free_port
+
         self.options = options
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.TemporaryFile()
+        self._started_once = False
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
 
     def start(self) -> HttpServer:
-        self.process = subprocess.Popen([sys.executable, str(PATH), "--http", str(self.port), *self.options])
+        from tests.support.server import PortTaken, check_port_taken, free_port
+
+        for _ in range(5):
+            try:
+                return self._start(check_port_taken)
+            except PortTaken:
+                if self._started_once:
+                    raise  # a restart must keep its port
+                self.port = free_port()
+        raise RuntimeError("the MCP test server found no free port")
+
+    def _start(self, check_port_taken: Callable[[str], None]) -> HttpServer:
+        self._log.seek(0)
+        self._log.truncate()
+        command = [sys.executable, str(PATH), "--http", str(self.port), *self.options]
+        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"the MCP test server exited with {self.process.returncode}")
+                self._log.seek(0)
+                output = self._log.read().decode(errors="replace")
+                check_port_taken(output)
+                raise RuntimeError(f"the MCP test server exited with {self.process.returncode}:\n{output[-2000:]}")
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                self._started_once = True
                 return self
             except OSError:
                 time.sleep(0.05)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.server import free_port
+from tests.support.server import check_port_taken, on_a_free_port
 
 REDIS_SERVER = shutil.which("redis-server") or "/usr/bin/redis-server"
 
@@ -60,11 +60,17 @@ class RunningRedis:
 
 @contextmanager
 def running_redis(port: int | None = None) -> Iterator[RunningRedis]:
-    """A redis-server on `port` (a free one by default); yields once it answers PING, stops it after.
-    Where there is none, the test is skipped, saying how to install it."""
+    """A redis-server on `port` (by default a free one, and another if it lost that one); yields
+    once it answers PING, stops it after. Where there is none, the test is skipped, saying how to
+    install it."""
     if shutil.which(REDIS_SERVER) is None:
         pytest.skip("redis-server is not installed (Debian: apt-get install redis-server)")
-    port = port or free_port()
+    with _running_redis(port) if port is not None else on_a_free_port(_running_redis) as server:
+        yield server
+
+
+@contextmanager
+def _running_redis(port: int) -> Iterator[RunningRedis]:
     directory = Path(tempfile.mkdtemp(prefix="assist-redis-"))
     command = [
         REDIS_SERVER,
@@ -111,6 +117,7 @@ def _wait_until_answering(server: RunningRedis, timeout: float = 10.0) -> None:
     while time.monotonic() < deadline:
         if server.process.poll() is not None:
             log = (server.directory / "redis.log").read_text(errors="replace")
+            check_port_taken(log)
             raise RuntimeError(f"redis-server exited with {server.process.returncode}:\n{log}")
         try:
             if server.command("PING") == "PONG":
