@@ -28,6 +28,9 @@ def guarded_server(serve):
         "ASSIST_CORS_ORIGINS": ORIGIN,
         "ASSIST_MAX_BODY_BYTES": str(MAX_BODY),
         "ASSIST_MAX_STREAMS": str(MAX_STREAMS),
+        # The whole budget to one key: these tests are of ASSIST_MAX_STREAMS itself (two keys
+        # would share it by halves: tests/server/test_hostile_round_three.py).
+        "ASSIST_MAX_STREAMS_PER_KEY": str(MAX_STREAMS),
         "ASSIST_LOG_FORMAT": "json",
         "ASSIST_REQUEST_TIMEOUT": "20",
     }
