@@ -197,8 +197,8 @@ class AdmittedRoute(KeyedRoute):
             await self._refuse(refused, scope, receive, send)
             return
         state = scope.setdefault("state", {})
-        owner = service.owner(scope_headers.get("authorization"))
-        place = state[STATE_PLACE] = Place(service.gate, owner, state)
+        place = state[STATE_PLACE] = Place(service.gate, service.owner(scope_headers.get("authorization")), state)
+        del scope_headers  # this frame waits as long as the stream: it holds only what it needs
         state[STATE_AGENT] = service.agent.name
         try:
             if not face.reads_body_whole:
