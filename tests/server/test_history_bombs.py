@@ -24,7 +24,7 @@ import httpx
 import pytest
 from ulid import ULID
 
-from sentient_assist.server.assist import json_of
+from sentient_assist.server.admission import json_of
 from tests.support.server import RunningServer, Servers
 from tests.support.sse import events_of
 from tests.support.waiting import wait_until
