@@ -8,7 +8,6 @@ import logging
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -168,12 +167,10 @@ def test_a_face_of_ones_own_whose_client_stops_reading_is_cut_off(access_log):
             + b"\r\n\r\n"
             + body
         )
-        started = time.monotonic()
         assert wait_until(lambda: len(access_log.fields) == 1, 15)
         sock.close()
     [line] = access_log.fields
     assert line["outcome"] == "cut_off" and line["agent"] == "flood", line
-    assert time.monotonic() - started < 15
 
 
 def test_every_face_logs_its_agent_and_how_its_run_ended():
