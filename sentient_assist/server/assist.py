@@ -97,4 +97,4 @@ class AssistFace(Face):
             stats = self.run_stats(request)
             authorization = request.headers.get("authorization")
             return ResumableEventStream(runs, agent, session, body.query, stats, service.sealer, authorization)
-        return self.event_stream(request, session, body.query)
+        return EventStream(self.pending_run(request, session, body.query))

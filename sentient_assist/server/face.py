@@ -25,7 +25,7 @@ from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
 from sentient_assist.runtime.session import Session
 from sentient_assist.server.admission import AdmittedRoute, KeyedRoute, run_stats_for
 from sentient_assist.server.auth import BEARER_SCHEME
-from sentient_assist.server.event_stream import EventStream, PendingRun, SseHook
+from sentient_assist.server.event_stream import PendingRun, SseHook
 from sentient_assist.server.service import Service
 
 
@@ -96,18 +96,6 @@ class Face:
         """The stats of the run this request starts (the access log and the metrics read them)."""
         return run_stats_for(request, self.agent.name)
 
-    def event_stream(
-        self,
-        request: Request,
-        session: Session,
-        query: Query,
-        make_hook: Callable[[Channel[bytes], RunStats], ChannelHook[bytes]] = SseHook,
-        run_input: RunInput = NO_RUN_INPUT,
-    ) -> EventStream:
-        """The run of the service's agent for `query` (and what else the face parsed of the
-        request: `run_input`), streamed to the client as `make_hook` encodes its events."""
-        return EventStream(self.pending_run(request, session, query, make_hook, run_input))
-
     def pending_run(
         self,
         request: Request,
@@ -116,7 +104,9 @@ class Face:
         make_hook: Callable[[Channel[bytes], RunStats], ChannelHook[bytes]] = SseHook,
         run_input: RunInput = NO_RUN_INPUT,
     ) -> PendingRun:
-        """The run of the service's agent for `query`, to start when its response is sent."""
+        """The run of the service's agent for `query` (and what else the face parsed of the
+        request: `run_input`), to start when its response is sent (`EventStream(...)`, say), its
+        events encoded by `make_hook` into the face's wire format."""
         service = self.service
         stats = self.run_stats(request)
         return PendingRun(service.agent, session, query, stats, service.streams, make_hook, service.sealer, run_input)

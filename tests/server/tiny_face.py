@@ -50,7 +50,7 @@ class TinyFace(Face):
         if not body.prompt.strip():
             raise HTTPException(400, "prompt: say something")
         session = Session.new(self.agent.name)
-        return self.event_stream(request, session, Query(id=ULID(), prompt=body.prompt), TextLinesHook)
+        return EventStream(self.pending_run(request, session, Query(id=ULID(), prompt=body.prompt), TextLinesHook))
 
     def refusal(self, refused: Exception) -> Response | None:
         if isinstance(refused, HTTPException):

@@ -115,4 +115,6 @@ class AguiFace(Face):
             answered_calls=frozenset(conversation.answers),
         )
         query = conversation.query
-        return self.event_stream(request, conversation.session, query, partial(AguiHook, writer=writer), run_input)
+        return EventStream(
+            self.pending_run(request, conversation.session, query, partial(AguiHook, writer=writer), run_input)
+        )

@@ -54,7 +54,13 @@ from sentient_assist.runtime.pauses import PauseRefused, Resumption, claim
 from sentient_assist.runtime.run import RunOutcome
 from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
 from sentient_assist.server import metrics
-from sentient_assist.server.event_stream import MEDIA_TYPE, PendingRun, listen_for_the_client_leaving, survive_cut_off
+from sentient_assist.server.event_stream import (
+    MEDIA_TYPE,
+    EventStream,
+    PendingRun,
+    listen_for_the_client_leaving,
+    survive_cut_off,
+)
 from sentient_assist.server.face import Face
 from sentient_assist.server.openai.answer import AnswerHook, ChunkWriter, Completion, error_status
 from sentient_assist.server.openai.errors import (
@@ -223,7 +229,7 @@ class OpenAIFace(Face):
         if body.stream:
             include_usage = body.stream_options is not None and body.stream_options.include_usage
             writer = ChunkWriter(completion_id, created, agent.name, include_usage=include_usage)
-            return self.event_stream(request, session, query, partial(AnswerHook, reader=writer), run_input)
+            return EventStream(self.pending_run(request, session, query, partial(AnswerHook, reader=writer), run_input))
         completion = Completion(completion_id, created, agent.name)
         pending = self.pending_run(request, session, query, partial(AnswerHook, reader=completion), run_input)
         return CompletionResponse(pending, completion)
