@@ -100,7 +100,7 @@ def run_stats_for(request: Request, agent_name: str) -> RunStats:
 class KeyedRoute(APIRoute):
     """A route of a face that only needs the key (a list of models): checked before anything
     else; every refusal, from the key check to FastAPI's validation of the body, in the face's
-    shape. Made per face by `Face.route_class`: `face` is the face's."""
+    shape. Made per face (`Face.keyed_route`, `Face.admitted_route`): `face` is that face."""
 
     face: ClassVar[Face]
 
