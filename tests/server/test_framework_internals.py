@@ -3,7 +3,8 @@ installed packages: each failure names the package, its version and what moved, 
 release that changes one is caught here rather than by a hostile client in production.
 
 uvicorn's are read in sentient_assist/server/protocol.py alone, sse-starlette's in
-sentient_assist/server/mcp/drain.py alone; pyproject.toml bounds both below their next minor
+sentient_assist/server/mcp/drain.py alone, Starlette's (the request's cached JSON) in
+sentient_assist/server/admission.py alone; pyproject.toml bounds each below its next minor
 version. The behaviour built on them is tested end to end elsewhere (test_hostile_clients.py,
 test_shutdown.py, test_mcp_face.py's SIGTERM tests); these say which internal moved.
 """
@@ -31,6 +32,7 @@ from sentient_assist.server.settings import load_settings
 # Where each package's internals are read.
 READ_IN = {
     "uvicorn": "sentient_assist/server/protocol.py",
+    "starlette": "sentient_assist/server/admission.py",
     "sse-starlette": "sentient_assist/server/mcp/drain.py",
 }
 WAIT_SECONDS = 10.0
@@ -301,3 +303,15 @@ async def test_sse_starlette_ends_its_open_streams_once_app_status_should_exit_i
             app_status.should_exit = True
             rest = [line async for line in lines]
     require("data: never" not in rest, "sse-starlette", "AppStatus.should_exit = True does not end its streams")
+
+
+async def test_starlette_requests_answer_json_from_the_cache_the_admitted_route_fills():
+    from starlette.requests import Request
+
+    async def receive() -> dict[str, object]:
+        raise AssertionError("read the body again")
+
+    request = Request({"type": "http", "method": "POST", "headers": []}, receive)
+    parsed = {"parsed": "by orjson"}
+    vars(request)["_json"] = parsed
+    require(await request.json() is parsed, "starlette", "`Request.json()` no longer answers from `_json`")
