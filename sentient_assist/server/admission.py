@@ -190,15 +190,13 @@ class AdmittedRoute(KeyedRoute):
             await self._not_allowed(scope, receive, send)
             return
         service = face.service
-        scope_headers = Headers(scope=scope)
         try:
-            body = await service.admit(scope_headers, receive)
+            body, owner = await service.admit(Headers(scope=scope), receive)
         except HTTPException as refused:
             await self._refuse(refused, scope, receive, send)
             return
         state = scope.setdefault("state", {})
-        place = state[STATE_PLACE] = Place(service.gate, service.owner(scope_headers.get("authorization")), state)
-        del scope_headers  # this frame waits as long as the stream: it holds only what it needs
+        place = state[STATE_PLACE] = Place(service.gate, owner, state)
         state[STATE_AGENT] = service.agent.name
         try:
             if not face.reads_body_whole:

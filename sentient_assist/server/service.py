@@ -51,18 +51,21 @@ class Service:
         """Whose share of the streams a request takes: its key's, when keys are set ("" else)."""
         return key_owner(authorization) if self.keys else ""
 
-    async def admit(self, headers: Headers, receive: Receive) -> LimitedBody:
+    async def admit(self, headers: Headers, receive: Receive) -> tuple[LimitedBody, str]:
         """What a request that runs the agent passes before its body is read: the key (401),
         its turn behind the runs still starting (runtime/head_start.py), the body's declared
         size (413), then a place under ASSIST_MAX_STREAMS (503), counted from here so that
         concurrent requests cannot all pass the limit while their bodies are still coming in.
-        The caller leaves `gate` when its answer ends. Returns the body, bounded in size and time."""
-        self.keys.check(headers.get("authorization"))
+        The caller leaves `gate` as that owner when its answer ends. Returns the body, bounded in
+        size and time, and whose place it took."""
+        authorization = headers.get("authorization")
+        self.keys.check(authorization)
         await self.streams.head_start.turn()
         body = LimitedBody(receive, self.max_body_bytes, self.body_timeout)
         body.check_declared(headers)
-        self.gate.enter(self.owner(headers.get("authorization")))
-        return body
+        owner = self.owner(authorization)
+        self.gate.enter(owner)
+        return body, owner
 
 
 def streams_per_key(settings: Settings) -> int | None:
