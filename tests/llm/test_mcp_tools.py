@@ -67,7 +67,7 @@ async def servers() -> AsyncIterator[Servers]:
 def http_server() -> Iterator[HttpServer]:
     server = HttpServer().start()
     yield server
-    server.stop()
+    server.close()
 
 
 @pytest.fixture(params=["stdio", "http"])
@@ -430,7 +430,7 @@ async def test_a_legacy_http_server_that_restarts_forgets_the_session_and_the_ca
         assert any("calling pid again on a new one" in r.getMessage() for r in caplog.records)
     finally:
         await server.aclose()  # before its server stops: the session is ended with a DELETE
-        legacy.stop()
+        legacy.close()
 
 
 async def test_a_server_that_will_not_start_fails_the_first_run_saying_why(servers, caplog):

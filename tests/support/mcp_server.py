@@ -186,6 +186,11 @@ class HttpServer:
                 self.process.wait()
         self.process = None
 
+    def close(self) -> None:
+        """Stops it for good: its log file goes too."""
+        self.stop()
+        self._log.close()
+
 
 def processes(children_of: int | None = None) -> list[int]:
     """PIDs of the live processes running this server (a zombie is not live): all of them, or
