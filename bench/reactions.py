@@ -98,7 +98,10 @@ def bad_bodies(url: str, rounds: int) -> tuple[list[float], list[float]]:
 
 def shutdown_with_non_readers(rounds: int) -> list[float]:
     body = json.dumps(new_body("1000000")).encode()
-    head = f"POST /assist HTTP/1.1\r\nHost: b\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    head = (
+        "POST /assist HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
     seconds = []
     for _ in range(rounds):
         with running_server({**FLOOD, "ASSIST_SHUTDOWN_GRACE": "1"}) as server:

@@ -10,7 +10,10 @@ comes back as the next request, its history holding the pause: before the agent 
 conversation, and hands the agent a `Resumption`; a token that was not issued here for this
 conversation (tampered, on another history, expired) is refused and nothing runs.
 
-A token is bound to the agent that issued it: the name of the agent the service runs (a
+A token is bound to who may answer it, when the run knows: the key of the run that paused (a
+digest of it) and its thread (AG-UI's threadId, A2A's contextId), sealed in as one digest
+(`pause_holder`); a resume with another key or in another thread is refused. A token is bound
+to the agent that issued it: the name of the agent the service runs (a
 sub-agent run in-process inside a served run: its own), never the session's processor_id,
 which the client writes. And a pause is answered once: each token has an id of its own, and
 the run that answers it first claims that id (`AnsweredPauses`); a second resume of the same
@@ -58,6 +61,7 @@ _TOKEN_FORM = re.compile(r"(?:[A-Za-z0-9_-]{4})+(?:[A-Za-z0-9_-]{2}==|[A-Za-z0-9
 PauseKind = Literal["ask_user", "interrupt"]
 
 
+ANOTHER_HOLDER = "The pause was made in another thread, or under another key: answer it where it was asked."
 ALREADY_ANSWERED = "This pause was already answered: a pause is answered once. Ask again."
 
 
@@ -75,6 +79,7 @@ class Pause:
     question: str = ""
     state: object = None  # the agent's own, JSON: where to go on from
     id: str = field(default_factory=new_pause_id)  # this pause's own: it is answered once
+    holder: str = ""  # who may answer it (`pause_holder`); "": whoever holds the conversation
     issued: float = field(default=0.0, compare=False)  # when it was sealed (verified tokens: the token's time)
 
 
@@ -96,13 +101,14 @@ class PauseContext:
     """Where a response pauses, if it does: its agent (by name), session and prompt, for a token
     bound to them, and the sealer of the service that runs it."""
 
-    __slots__ = ("agent", "session", "prompt", "sealer")
+    __slots__ = ("agent", "session", "prompt", "sealer", "holder")
 
-    def __init__(self, session: Session, prompt: str, sealer: PauseSealer, agent: str) -> None:
+    def __init__(self, session: Session, prompt: str, sealer: PauseSealer, agent: str, holder: str = "") -> None:
         self.agent = agent
         self.session = session
         self.prompt = prompt
         self.sealer = sealer
+        self.holder = holder
 
     def token(self, kind: PauseKind, question: str, state: object) -> str:
         """A token for a pause of this response, sealed by its service's sealer."""
@@ -113,13 +119,17 @@ class PauseContext:
             digest=prompts_digest([*session.past_prompts(), self.prompt]),
             question=question,
             state=state,
+            holder=self.holder,
         )
         return pauses.issue(pause)
 
 
-def resumption_of(session: Session, prompt: str, sealer: PauseSealer, agent: str | None = None) -> Resumption | None:
+def resumption_of(
+    session: Session, prompt: str, sealer: PauseSealer, agent: str | None = None, *, holder: str = ""
+) -> Resumption | None:
     """The pause this request answers (its history's last turn ended with a pause's token),
-    verified by `sealer` for `agent`, the name of the agent the service runs; None when it
+    verified by `sealer` for `agent`, the name of the agent the service runs, and for `holder`,
+    who answers (`pause_holder`: the key and thread of this request); None when it
     answers none; PauseRefused when the token does not hold. Without `agent`, the session's
     processor_id stands for it: only for a session the service made itself (the OpenAI face's),
     never one a client sent. The pause is not claimed yet: `claim()` does that, before the
@@ -131,7 +141,7 @@ def resumption_of(session: Session, prompt: str, sealer: PauseSealer, agent: str
     if pending is None:
         return None
     kind, token = pending
-    pause = sealer.verify(token, digest=lambda: prompts_digest(session.past_prompts()))
+    pause = sealer.verify(token, digest=lambda: prompts_digest(session.past_prompts()), holder=holder)
     if pause.kind != kind or pause.source != (session.processor_id if agent is None else agent):
         raise PauseRefused("The pause's token belongs to another agent's pause.")
     return Resumption(answer=prompt, pause=pause)
@@ -226,12 +236,16 @@ class PauseSealer:
             "question": pause.question,
             "state": pause.state,
         }
+        if pause.holder:
+            data["holder"] = pause.holder
         return self._fernet.encrypt(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()).decode()
 
-    def verify(self, token: str, *, digest: str | Callable[[], str], now: float | None = None) -> Pause:
+    def verify(
+        self, token: str, *, digest: str | Callable[[], str], holder: str = "", now: float | None = None
+    ) -> Pause:
         """The pause `token` holds, if this service sealed it for this conversation (`digest`,
-        or what it makes: asked for only of a token this service sealed) and it has not
-        expired; PauseRefused otherwise."""
+        or what it makes: asked for only of a token this service sealed) and this `holder`,
+        and it has not expired; PauseRefused otherwise."""
         # Only the exact spelling a token is issued in: base64 decoding forgives stray characters.
         if not isinstance(token, str) or len(token) > MAX_TOKEN_CHARS or not _TOKEN_FORM.fullmatch(token):
             raise PauseRefused("The pause's token is not one this service issues.")
@@ -252,14 +266,26 @@ class PauseSealer:
                 state=data.get("state"),
                 id=data["id"],
                 issued=float(issued),
+                holder=data.get("holder", ""),
             )
         except (ValueError, KeyError, TypeError):
             raise PauseRefused("The pause's token is not one this service issues.") from None
         if not hmac.compare_digest(pause.digest, digest if isinstance(digest, str) else digest()):
             raise PauseRefused("The pause's token belongs to another conversation.")
+        if not isinstance(pause.holder, str) or not hmac.compare_digest(pause.holder, holder):
+            raise PauseRefused(ANOTHER_HOLDER)
         if (time.time() if now is None else now) > issued + self.ttl:
             raise PauseRefused("The pause has expired: ask again.")
         return pause
+
+
+def pause_holder(caller: str, thread: str | None = None) -> str:
+    """Who may answer a pause a run makes: its `caller` (a digest of its key, "" without keys)
+    in its `thread` (None without one), as one short digest; "" when neither is known."""
+    if not caller and not thread:
+        return ""
+    named = caller.encode() + b"\0" + (thread or "").encode("utf-8", "surrogatepass")
+    return _b64(hashlib.sha256(b"assist holder\0" + named).digest()[:16])
 
 
 def prompts_digest(prompts: Iterable[str]) -> str:

@@ -34,6 +34,7 @@ from sentient_assist.runtime.pauses import (
     PauseSealer,
     Resumption,
     claim,
+    pause_holder,
     resumption_of,
 )
 from sentient_assist.runtime.request_context import context_for_request, current_sealer
@@ -207,11 +208,12 @@ class Run(Generic[T]):
         # The service's sealer; else the enclosing run's (a sub-agent run in-process); else this process's.
         sealer = sealer or current_sealer() or PROCESS_SEALER
         # A pause is bound to the agent run here, by the name the service knows it by: never the
-        # session's processor_id, which the client writes.
+        # session's processor_id, which the client writes; and to the caller and thread of its run.
+        holder = pause_holder(run_input.caller, run_input.thread)
         self.handler = ResponseHandler(
             session.processor_id,
             self.hook,
-            pauses=PauseContext(session, query.prompt, sealer, agent.name),
+            pauses=PauseContext(session, query.prompt, sealer, agent.name, holder),
             run_input=run_input,
         )
         self._agent_name = agent.name
@@ -222,7 +224,7 @@ class Run(Generic[T]):
         try:
             resumed = run_input.resumed
             if resumed is None:
-                resumed = resumption_of(session, query.prompt, sealer, agent.name)
+                resumed = resumption_of(session, query.prompt, sealer, agent.name, holder=holder)
             # What the agent reads of the pause it resumes (`session.resumed`): set by the run alone, from its input.
             session.resumed = resumed
             if resumed is not None and not resumed.claimed:

@@ -68,7 +68,11 @@ class RunInput:
     forwarded_props: object = None
     """What the client passed through for the agent (AG-UI's `forwardedProps`, any JSON)."""
     thread: str | None = None
-    """The conversation the run belongs to, as the client names it (AG-UI's `threadId`)."""
+    """The conversation the run belongs to, as the client names it (AG-UI's `threadId`, A2A's
+    `contextId`): a pause the run makes is answered in this thread only."""
+    caller: str = ""
+    """Whose run it is: a digest of the client's key ("" without keys). A pause the run makes is
+    answered with this key only."""
 
     def told(self) -> str:
         """The context and the state, as a model reads them (an LLMAgent adds it to its instructions);

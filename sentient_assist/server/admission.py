@@ -14,7 +14,6 @@ before calling it.
 
 from __future__ import annotations
 
-import email.message
 import json
 import logging
 from collections.abc import Callable, Coroutine
@@ -35,6 +34,7 @@ from sentient_assist.server.event_stream import abort_connection
 from sentient_assist.server.limits import CLIENT_CLOSED_REQUEST, StreamGate
 from sentient_assist.server.open_streams import CUT_OFF_AFTER_SECONDS
 from sentient_assist.server.request_id import STATE_REQUEST_ID, request_id_of
+from sentient_assist.server.service import declares_json
 
 if TYPE_CHECKING:
     from sentient_assist.server.face import Face
@@ -55,11 +55,11 @@ class Place:
     every run it started that outlives the answer (an A2A task) have ended; and what the access
     log says of it: the agent, and the request's first run."""
 
-    __slots__ = ("_gate", "_owner", "_holds", "_state")
+    __slots__ = ("_gate", "owner", "_holds", "_state")
 
     def __init__(self, gate: StreamGate, owner: str, state: dict[str, Any]) -> None:
         self._gate = gate
-        self._owner = owner  # whose share of the places it is (a key's)
+        self.owner = owner  # whose share of the places it is, and whose runs: a key's ("" without keys)
         self._holds = 1  # the request's own
         self._state = state
 
@@ -77,13 +77,20 @@ class Place:
     def _release(self) -> None:
         self._holds -= 1
         if self._holds == 0:
-            self._gate.leave(self._owner)
+            self._gate.leave(self.owner)
 
 
 def place_of(scope: Scope) -> Place | None:
     """The place of the admitted request of `scope`; None for a request no AdmittedRoute took."""
     place = (scope.get("state") or {}).get(STATE_PLACE)
     return place if isinstance(place, Place) else None
+
+
+def caller_of(scope: Scope) -> str:
+    """Whose request it is, for the pauses its runs make: its key's owner ("" without keys, or
+    for a request no AdmittedRoute took)."""
+    place = place_of(scope)
+    return "" if place is None else place.owner
 
 
 def run_stats_for(request: Request, agent_name: str) -> RunStats:
@@ -131,7 +138,7 @@ class KeyedRoute(APIRoute):
             await self._not_allowed(scope, receive, send)
             return
         try:
-            face.service.keys.check(Headers(scope=scope).get("authorization"))
+            face.service.check_caller(scope, Headers(scope=scope))
         except HTTPException as refused:
             await self._refuse(refused, scope, receive, send)
             return
@@ -168,7 +175,7 @@ class AdmittedRoute(KeyedRoute):
             # request). Read here first into the same objects (`json_of`: orjson, about half
             # json.loads' time on a 1 MB history). A body FastAPI would not read as JSON, or
             # that json.loads refuses, is left to FastAPI to answer for.
-            if _is_json(request.headers.get("content-type")):
+            if declares_json(request.headers.get("content-type")):
                 try:
                     raw = await request.body()
                 except HTTPException:
@@ -191,7 +198,7 @@ class AdmittedRoute(KeyedRoute):
             return
         service = face.service
         try:
-            body, owner = await service.admit(Headers(scope=scope), receive)
+            body, owner = await service.admit(scope, receive)
         except HTTPException as refused:
             await self._refuse(refused, scope, receive, send)
             return
@@ -252,16 +259,6 @@ def _forget_body(request: Request) -> None:
     # way to the body's model are not needed again.
     vars(request).pop("_json", None)
     vars(request).pop("_body", None)
-
-
-def _is_json(content_type: str | None) -> bool:
-    """Whether FastAPI reads a body of this content type as JSON (its own test)."""
-    if not content_type:
-        return False
-    message = email.message.Message()
-    message["content-type"] = content_type
-    subtype = message.get_content_subtype()
-    return message.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
 
 
 # orjson reads an integer past 64 bits as a float, where json.loads keeps it whole: a run of

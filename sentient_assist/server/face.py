@@ -11,6 +11,7 @@ the metrics. CONTRIBUTING.md says how to add one.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import cached_property
 from typing import Any, ClassVar
 
@@ -23,10 +24,19 @@ from sentient_assist.runtime.channel import Channel
 from sentient_assist.runtime.run import ChannelHook, RunStats
 from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
 from sentient_assist.runtime.session import Session
-from sentient_assist.server.admission import AdmittedRoute, KeyedRoute, run_stats_for
+from sentient_assist.server.admission import AdmittedRoute, KeyedRoute, caller_of, run_stats_for
 from sentient_assist.server.auth import BEARER_SCHEME
 from sentient_assist.server.event_stream import PendingRun, SseHook
 from sentient_assist.server.service import Service
+
+# The refusals every face's routes may answer before the face sees the request (callers.py, service.py).
+CALLER_RESPONSES: dict[int | str, dict[str, Any]] = {
+    403: {"description": "The request comes from a page of an origin ASSIST_CORS_ORIGINS does not name."},
+    421: {"description": "The Host header names neither this service nor one in ASSIST_ALLOWED_HOSTS."},
+}
+BODY_RESPONSES: dict[int | str, dict[str, Any]] = {
+    415: {"description": "The body is not JSON by its Content-Type: send Content-Type: application/json."},
+}
 
 
 class Face:
@@ -82,7 +92,10 @@ class Face:
         admitted: bool = True,
         **options: Any,
     ) -> None:
-        """`endpoint` at `path` in `router`, admitted (or only keyed), OpenAPI showing the key."""
+        """`endpoint` at `path` in `router`, admitted (or only keyed), OpenAPI showing the key and
+        the refusals of admission."""
+        refusals = {**CALLER_RESPONSES, **(BODY_RESPONSES if admitted and "POST" in methods else {})}
+        options["responses"] = {**refusals, **options.get("responses", {})}
         router.add_api_route(
             path,
             endpoint,
@@ -109,4 +122,7 @@ class Face:
         events encoded by `make_hook` into the face's wire format."""
         service = self.service
         stats = self.run_stats(request)
+        caller = caller_of(request.scope)
+        if caller != run_input.caller:
+            run_input = replace(run_input, caller=caller)  # its pauses answer to this key alone
         return PendingRun(service.agent, session, query, stats, service.streams, make_hook, service.sealer, run_input)

@@ -66,6 +66,11 @@ _MAX_WRAPPERS = 32  # middleware layers looked through for the app's Settings
 _DESCRIPTORS_FOR_CONNECTIONS = 0.75
 # The shortest interval between two looks at a connection whose client does not read.
 _MIN_WRITE_CHECK_SECONDS = 0.5
+# A refused connection is shut for writing and read on (what it sends dropped) for at most this
+# long or this many bytes before it is closed: closed with bytes unread, the kernel sends a reset,
+# which can overtake the refusal, and the client reads a reset instead of its 431.
+LINGER_SECONDS = 2.0
+LINGER_MAX_BYTES = 1_048_576
 
 logger = logging.getLogger("sentient_assist.server")
 
@@ -164,6 +169,7 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     # Slots, not attributes: uvicorn's protocol keeps its state in an instance dict that these
     # would make grow past its size (1.6 KB more per connection, measured).
     __slots__ = (
+        "_lingering",
         "_unserved_bytes",
         "_awaiting_headers",
         "_requests_read",
@@ -192,11 +198,15 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         self._write_deadline: asyncio.TimerHandle | None = None  # while the client takes nothing
         self._paused_at = 0.0
         self._extensions: dict[str, dict[object, object]] | None = None  # its requests' scope["extensions"]
+        self._lingering = -1  # refused: the bytes read since (`_refuse`); -1 while not
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if len(self.connections) > self._limits.max_connections:
-            self._refuse(503, f"The server holds its limit of {self._limits.max_connections} connections.")
+            # Closed at once: it has sent nothing yet, and a flood of them must not hold descriptors.
+            self._refuse(
+                503, f"The server holds its limit of {self._limits.max_connections} connections.", linger=False
+            )
             return
         self._start_deadline(self._limits.header_timeout)
 
@@ -206,6 +216,11 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering >= 0:
+            self._lingering += len(data)
+            if self._lingering > LINGER_MAX_BYTES:
+                self.transport.close()
+            return
         awaiting, requests_read = self._awaiting_headers, self._requests_read
         # The body of a request whose answer is out: it must not put off the deadline that runs from the answer.
         cycle = self.cycle
@@ -314,8 +329,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
         else:
             self._watch_write()
 
-    def _refuse(self, status: int, message: str) -> None:
-        """Answer `status` with `message`, and close the connection."""
+    def _refuse(self, status: int, message: str, *, linger: bool = True) -> None:
+        """Answer `status` with `message`, and close the connection (`linger`: once the client
+        has closed its side, or LINGER_SECONDS have passed)."""
         self._stop_deadline()
         body = message.encode("ascii")
         self.transport.write(
@@ -325,5 +341,10 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
             + b"\r\nconnection: close\r\n\r\n"
             + body
         )
-        self.transport.close()
         metrics.count_response(status)
+        if not linger or not self.transport.can_write_eof():
+            self.transport.close()
+            return
+        self.transport.write_eof()
+        self._lingering = 0
+        self.loop.call_later(LINGER_SECONDS, self.transport.close)

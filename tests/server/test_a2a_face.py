@@ -24,7 +24,6 @@ from a2a.helpers import get_artifact_text, get_data_parts, get_message_text, new
 from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
-    ListTasksRequest,
     Role,
     SendMessageRequest,
     StreamResponse,
@@ -530,10 +529,30 @@ async def test_a_conversation_past_the_body_limit_is_refused_naming_it(server: R
     assert refusal.startswith("message.contextId:") and "ASSIST_MAX_BODY_BYTES (16384)" in refusal
 
 
-async def test_list_tasks_on_any_replica(replicas: tuple[RunningServer, RunningServer]) -> None:
+async def test_without_keys_no_client_lists_the_tasks_of_another(replicas: tuple[RunningServer, RunningServer]) -> None:
+    # Without keys every client is one owner: a list would hand one client another's prompts.
     first, second = replicas
-    async with a2a_client(first.url, streaming=False) as on_first, a2a_client(second.url) as on_second:
-        [item] = await responses(on_first, user_message("answer"))
-        listed = await on_second.list_tasks(ListTasksRequest(context_id=item.task.context_id))
-    assert [task.id for task in listed.tasks] == [item.task.id]
-    assert listed.tasks[0].status.state == TaskState.TASK_STATE_COMPLETED
+    async with a2a_client(first.url, streaming=False) as client:
+        [item] = await responses(client, user_message("answer"))
+    async with httpx.AsyncClient(timeout=30, headers=V1) as http:
+        for replica in replicas:
+            listing = rpc("ListTasks", {"contextId": item.task.context_id, "includeArtifacts": True})
+            refused = (await http.post(replica.url + "/a2a", json=listing)).json()
+            assert refused["error"]["code"] == -32004 and "ASSIST_API_KEYS" in refused["error"]["message"]
+        # The task's own id, which only its client knows, still finds it on any replica.
+        got = (await http.post(second.url + "/a2a", json=rpc("GetTask", {"id": item.task.id}))).json()
+    assert got["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+async def test_with_keys_a_client_lists_its_own_tasks_alone(keyed_server: RunningServer) -> None:
+    url = keyed_server.url + "/a2a"
+    message = {"messageId": "m-listed", "role": "ROLE_USER", "parts": [{"text": "answer"}]}
+    mine, theirs = ({**V1, "Authorization": f"Bearer {key}"} for key in (KEY, OTHER_KEY))
+    async with httpx.AsyncClient(timeout=30) as http:
+        task = (await http.post(url, json=rpc("SendMessage", {"message": message}), headers=mine)).json()
+        context_id = task["result"]["task"]["contextId"]
+        listing = rpc("ListTasks", {"contextId": context_id})
+        listed = (await http.post(url, json=listing, headers=mine)).json()["result"]
+        hidden = (await http.post(url, json=listing, headers=theirs)).json()["result"]
+    assert [listed_task["id"] for listed_task in listed["tasks"]] == [task["result"]["task"]["id"]]
+    assert hidden.get("tasks", []) == []

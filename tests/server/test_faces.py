@@ -159,7 +159,7 @@ def test_a_face_of_ones_own_whose_client_stops_reading_is_cut_off(access_log):
         sock.connect((host, port))
         body = b'{"prompt": "100000"}'
         sock.sendall(
-            b"POST " + TINY_PATH.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST " + TINY_PATH.encode() + b" HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             b"Authorization: Bearer "
             + KEY.encode()
             + b"\r\nContent-Length: "

@@ -174,7 +174,7 @@ class CountsStartedRuns(AbstractAgent):
 
 def _post(path: str, body: bytes) -> bytes:
     return (
-        f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+        f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode() + body
 

@@ -91,7 +91,8 @@ class HeldStream:
         port = int(server.url.rsplit(":", 1)[1])
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
         head = (
-            f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
         )
         self.sock.sendall(head.encode() + body)
         self.received = b""

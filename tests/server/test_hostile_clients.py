@@ -102,7 +102,7 @@ def blast(sock: socket.socket, seconds: float, chunk: bytes = b"x" * 65536) -> i
 
 def request_head(body_length: int) -> bytes:
     return (
-        b"POST /assist HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+        b"POST /assist HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         b"Content-Length: " + str(body_length).encode() + b"\r\n\r\n"
     )
 
@@ -144,7 +144,7 @@ def quiet(guarded: RunningServer) -> RunningServer:
 def test_headers_without_end_are_cut_at_the_limit_and_memory_stays_flat(guarded):
     before = rss_mb(guarded)
     sock = connect(guarded)
-    sock.sendall(b"POST /assist HTTP/1.1\r\nHost: test\r\n")
+    sock.sendall(b"POST /assist HTTP/1.1\r\nHost: localhost\r\n")
     sent, line = 0, b"X-Junk: " + b"a" * 8000 + b"\r\n"
     try:
         while sent < 50_000_000:
@@ -281,7 +281,7 @@ def test_a_body_sent_after_its_answer_does_not_keep_the_connection_open(quiet):
     before = open_fds(guarded)
     socks = [connect(guarded) for _ in range(100)]
     for sock in socks:
-        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n")
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100\r\n\r\n")
     assert [status_of(sock) for sock in socks] == [200] * 100
     answered = time.monotonic()
     whole, trickling = socks[:50], socks[50:]
@@ -306,7 +306,7 @@ def test_a_body_sent_after_its_answer_does_not_keep_the_connection_open(quiet):
 
 def test_a_body_nobody_reads_is_not_read_past_the_body_limit(guarded):
     sock = connect(guarded)
-    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: test\r\nContent-Length: 100000000000\r\n\r\n")
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Length: 100000000000\r\n\r\n")
     assert status_of(sock) == 200
     taken = blast(sock, 2)
     # ASSIST_MAX_BODY_BYTES (1 MiB) read and dropped, and what the kernels' socket buffers took.
@@ -387,7 +387,7 @@ def test_a_response_its_client_takes_nothing_of_is_given_up_at_the_time_limit(qu
     before = open_fds(guarded)
     sock = non_reader(guarded)
     # 8 x 1.5 MB of Swagger UI's script, more than the socket buffers hold, never read.
-    sock.sendall(b"GET /docs/swagger-ui/swagger-ui-bundle.js HTTP/1.1\r\nHost: test\r\n\r\n" * 8)
+    sock.sendall(b"GET /docs/swagger-ui/swagger-ui-bundle.js HTTP/1.1\r\nHost: localhost\r\n\r\n" * 8)
     assert wait_until(lambda: open_fds(guarded) >= before + 1, 1)  # the connection (and the file it sends)
     # Not given up before ASSIST_REQUEST_TIMEOUT (2 s) of taking nothing: still open at half of it
     # (this wait is the test's: it must run out).
@@ -410,7 +410,8 @@ def test_a_refused_body_is_not_read_on(guarded):
     # 413 counted as a chunked body arrives: past ASSIST_MAX_BODY_BYTES (1 MiB), no more is read.
     chunked = connect(guarded)
     chunked.sendall(
-        b"POST /assist HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"POST /assist HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
     )
     taken = blast(chunked, 2, b"10000\r\n" + b"x" * 65536 + b"\r\n")
     assert taken < 20_000_000, f"{taken} bytes of a refused body were taken"
@@ -440,7 +441,7 @@ def test_a_connection_closed_with_bytes_its_client_does_not_take_is_aborted_at_t
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.connect(address)
-        sock.sendall(b"GET / HTTP/1.1\r\nHost: test\r\n\r\n")
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
         assert wait_until(lambda: bool(server.server_state.connections), 2)
         assert wait_until(lambda: not server.server_state.connections, 4), "the connection is still open"
         received = len(answer_of(sock))  # what the kernels held, then the end

@@ -268,6 +268,21 @@ async def test_a_pause_is_its_question_and_token_and_the_next_call_resumes_it(se
     assert again.is_error and again.structured_content["error"]["code"] == 409  # answered once
 
 
+async def test_a_resume_token_answers_only_to_the_key_that_asked(serve):
+    # A model may copy the token where another user sees it: it is no use under their key.
+    other = "the-key-of-another-mcp-client"
+    server = serve({**AGENT, "ASSIST_API_KEYS": f"{KEY},{other}"})
+    async with connected(server, "legacy") as client:
+        token = (await client.call_tool(TOOL, {"prompt": "ask:x"})).structured_content["pause"]["resume_token"]
+    async with connected(server, "legacy", key=other) as client:
+        refused = await client.call_tool(TOOL, {"prompt": "Oslo", "resume_token": token})
+    assert refused.is_error and refused.structured_content["error"]["code"] == 400
+    assert "another key" in text_of(refused)
+    async with connected(server, "legacy") as client:
+        resumed = await client.call_tool(TOOL, {"prompt": "Oslo", "resume_token": token})
+    assert not resumed.is_error
+
+
 async def test_a_pause_after_a_history_resumes_and_a_changed_token_is_refused(server):
     history = [{"prompt": "first", "answer": "one"}, {"prompt": "second"}]
     async with connected(server, "legacy") as client:

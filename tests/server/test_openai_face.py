@@ -399,7 +399,7 @@ def test_a_body_past_the_limit_is_a_413(client):
 
 def head_of(length: int, key: str) -> bytes:
     return (
-        b"POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
         + f"Authorization: Bearer {key}\r\nContent-Length: {length}\r\n\r\n".encode()
     )
 

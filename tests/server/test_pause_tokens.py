@@ -204,3 +204,57 @@ async def test_the_answered_pauses_in_memory_are_bounded_and_never_forget_into_a
     assert len(answered) == 3  # d, f and g
     assert not await answered.claim("d", 40)
     assert not await answered.claim("h", 35)  # expiring now: refused, never held
+
+
+KEY_A, KEY_B = "the-key-of-a-first-client", "the-key-of-a-second-client"
+
+
+@pytest.fixture(scope="module")
+def keyed(serve: Servers, tmp_path_factory: pytest.TempPathFactory) -> Served:
+    marks = tmp_path_factory.mktemp("keyed") / "keyed.marks"
+    env = {**agent_env("alpha", marks), "ASSIST_API_KEYS": f"{KEY_A},{KEY_B}", "ASSIST_FACES": "assist,openai,agui"}
+    return Served(serve(env), marks)
+
+
+async def test_a_pause_answers_only_to_the_key_that_asked(keyed: Served):
+    keyed.marks.unlink(missing_ok=True)
+    paused = await Agent(keyed.url + "/assist", api_key=KEY_A).run("hello")
+    assert paused.interrupt is not None
+    refused = await Agent(keyed.url + "/assist", api_key=KEY_B).resume(paused, "Oslo")
+    (error,) = refused.errors
+    assert error.code == 400 and "another key" in error.message and error.details["refused"] == "resume"
+    assert keyed.ran() == []
+    # Refused, not used up: the key that asked answers it (however its header spells the scheme).
+    resumed = await Agent(keyed.url + "/assist", api_key=KEY_A).resume(paused, "Oslo")
+    assert not resumed.errors and resumed_document(resumed) is not None
+    assert len(keyed.ran()) == 1
+
+
+async def test_the_openai_faces_pause_answers_only_to_the_key_that_asked(keyed: Served):
+    def user(text: str) -> dict[str, str]:
+        return {"role": "user", "content": text}
+
+    async with httpx.AsyncClient(base_url=keyed.url, timeout=30) as client:
+        a, b = ({"Authorization": f"Bearer {key}"} for key in (KEY_A, KEY_B))
+        asked = await client.post("/v1/chat/completions", json={"model": "alpha", "messages": [user("hi")]}, headers=a)
+        content = asked.json()["choices"][0]["message"]["content"]
+        answered = {"model": "alpha", "messages": [user("hi"), {"role": "assistant", "content": content}, user("Oslo")]}
+        refused = await client.post("/v1/chat/completions", json=answered, headers=b)
+        assert refused.status_code == 400 and "another key" in refused.json()["error"]["message"]
+        assert (await client.post("/v1/chat/completions", json=answered, headers=a)).status_code == 200
+
+
+def test_an_agui_interrupt_answers_only_in_its_thread_and_to_its_key(keyed: Served):
+    def run(thread: str, key: str, **fields: Any) -> httpx.Response:
+        body = {"threadId": thread, "runId": "r", "messages": [{"id": "u", "role": "user", "content": "hi"}], **fields}
+        return httpx.post(keyed.url + "/agui", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+
+    asked = run("thread-1", KEY_A)
+    finished = json.loads([line for line in asked.text.splitlines() if line.startswith("data:")][-1][5:])
+    [interrupt] = finished["outcome"]["interrupts"]
+    resume = [{"interruptId": interrupt["id"], "status": "resolved", "payload": "Oslo"}]
+    for thread, key in (("thread-1", KEY_B), ("thread-2", KEY_A)):
+        refused = run(thread, key, resume=resume)
+        assert refused.status_code == 400 and "resume[0].interruptId" in refused.text, (thread, key)
+        assert "another thread" in refused.text
+    assert run("thread-1", KEY_A, resume=resume).status_code == 200

@@ -28,6 +28,7 @@ from sentient_assist.protocol.events import ResponseEvent
 from sentient_assist.protocol.request import Query
 from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.run import Run, RunOutcome, RunStats
+from sentient_assist.runtime.run_input import RunInput
 from sentient_assist.server import metrics
 from sentient_assist.server.a2a.answer import TaskAnswer
 from sentient_assist.server.a2a.conversation import (
@@ -88,8 +89,16 @@ class AgentRunExecutor(AgentExecutor):
         state = context.call_context.state
         place: Place | None = state.get(STATE_PLACE)
         stats = RunStats(state.get(STATE_REQUEST_ID) or str(ULID()))
+        # Its pauses are answered in this context, under this key, alone.
+        run_input = RunInput(thread=context_id, caller="" if place is None else place.owner)
         run: Run[ResponseEvent] = Run(
-            agent, session, Query(id=ULID(), prompt=prompt), watcher=service.streams, stats=stats, sealer=service.sealer
+            agent,
+            session,
+            Query(id=ULID(), prompt=prompt),
+            watcher=service.streams,
+            stats=stats,
+            sealer=service.sealer,
+            run_input=run_input,
         )
         del session
         self._runs[task_id] = run

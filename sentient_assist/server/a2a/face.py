@@ -38,7 +38,9 @@ from a2a.server.request_handlers.response_helpers import agent_card_to_dict
 from a2a.server.routes import DefaultServerCallContextBuilder
 from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
 from a2a.server.tasks import TaskStore
+from a2a.types.a2a_pb2 import ListTasksRequest, ListTasksResponse
 from a2a.utils.constants import AGENT_CARD_WELL_KNOWN_PATH
+from a2a.utils.errors import UnsupportedOperationError
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from starlette.responses import Response
@@ -60,6 +62,7 @@ CARD_PATH = AGENT_CARD_WELL_KNOWN_PATH
 # store: the next message takes it up again, here or on another replica). Without it, every
 # paused task would hold the SDK's background tasks for as long as the process runs.
 PARKED_TASK_SECONDS = 10.0
+NO_LISTING = "ListTasks needs keys (ASSIST_API_KEYS): without them every client would see every other's tasks"
 
 logger = logging.getLogger("sentient_assist.server")
 
@@ -97,6 +100,22 @@ class CallContextBuilder(DefaultServerCallContextBuilder):
         return context
 
 
+class TaskHandler(DefaultRequestHandler):
+    """a2a-sdk's handler of the A2A methods, but for ListTasks on a service without keys: every
+    client is then one owner, and a list would show one client another's prompts and answers.
+    A task's own id (GetTask, SubscribeToTask) is random, and only its client knows it."""
+
+    def __init__(self, *args: Any, with_keys: bool, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self.with_keys = with_keys
+
+    async def on_list_tasks(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
+        if not self.with_keys:
+            raise UnsupportedOperationError(NO_LISTING)
+        page: ListTasksResponse = await super().on_list_tasks(params, context)
+        return page
+
+
 class A2AFace(JsonRpcFace):
     """The agent card and `POST {path}` for the agent of a service, under its limits."""
 
@@ -128,12 +147,13 @@ class A2AFace(JsonRpcFace):
         with_keys = bool(service.keys)
         self.executor = AgentRunExecutor(service, store)
         # The handler reads the card for what the agent can do (streaming); its URL is the card route's to say.
-        self.handler = DefaultRequestHandler(
+        self.handler = TaskHandler(
             self.executor,
             store,
             agent_card(self.agent, path, with_keys=with_keys),
             interrupted_task_timeout=PARKED_TASK_SECONDS,
             event_stream=events,  # with Redis: SubscribeToTask follows a task running on another replica
+            with_keys=with_keys,
         )
         self.dispatcher = JsonRpcDispatcher(
             self.handler,

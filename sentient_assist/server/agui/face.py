@@ -25,8 +25,9 @@ from fastapi import APIRouter, Request
 
 from sentient_assist.protocol.request import MAX_NAME_LENGTH
 from sentient_assist.runtime.errors import InputError
-from sentient_assist.runtime.pauses import PauseRefused, claim
+from sentient_assist.runtime.pauses import PauseRefused, claim, pause_holder
 from sentient_assist.runtime.run_input import ContextItem, RunInput
+from sentient_assist.server.admission import caller_of
 from sentient_assist.server.agui.events import AguiHook, AguiWriter
 from sentient_assist.server.agui.request import conversation_of
 from sentient_assist.server.agui.tools import offered_tools
@@ -89,7 +90,8 @@ class AguiFace(Face):
             if len(value) > MAX_NAME_LENGTH:
                 raise InputError(param, f"at most {MAX_NAME_LENGTH} characters")
         sealer = self.service.sealer
-        conversation = conversation_of(body, self.agent.name, sealer, self.service.histories)
+        holder = pause_holder(caller_of(request.scope), body.thread_id)
+        conversation = conversation_of(body, self.agent.name, sealer, self.service.histories, holder)
         tools = offered_tools(self.agent, body)
         resumed = conversation.resumed
         if resumed is not None:

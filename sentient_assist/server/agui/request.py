@@ -57,10 +57,11 @@ class AguiConversation:
 
 
 def conversation_of(
-    body: RunAgentInput, agent_name: str, sealer: PauseSealer, budget: HistoryBudget
+    body: RunAgentInput, agent_name: str, sealer: PauseSealer, budget: HistoryBudget, holder: str = ""
 ) -> AguiConversation:
     """The query and session an agent answers for this input; InputError naming what cannot be,
-    a pause's token that `sealer` does not hold among them (before the agent runs)."""
+    a pause's token that `sealer` does not hold among them, or not for `holder` (this request's
+    key and thread: `pause_holder`), before the agent runs."""
     messages = body.messages
     if len(messages) > MAX_MESSAGES:
         raise InputError("messages", f"at most {MAX_MESSAGES} messages are read")
@@ -113,7 +114,7 @@ def conversation_of(
     resumed = None
     if pause is not None and pause_param is not None:
         try:
-            resumed = resumption_of(session, prompt, sealer)
+            resumed = resumption_of(session, prompt, sealer, holder=holder)
         except PauseRefused as refused:
             raise InputError(pause_param, str(refused), status=refused.status) from None
     return AguiConversation(query, session, resumed, answers, pause_param)

@@ -47,8 +47,9 @@ from starlette.types import Receive, Scope, Send
 
 from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.run import Run, RunOutcome
+from sentient_assist.runtime.run_input import RunInput
 from sentient_assist.server import metrics
-from sentient_assist.server.admission import WRITE_GRACE_SECONDS, Replayed
+from sentient_assist.server.admission import WRITE_GRACE_SECONDS, Replayed, caller_of
 from sentient_assist.server.auth import bearer_token
 from sentient_assist.server.event_stream import survive_cut_off
 from sentient_assist.server.jsonrpc import JsonRpcFace, jsonrpc_refusal
@@ -181,6 +182,7 @@ class MCPFace(JsonRpcFace):
             stats=stats,
             make_hook=lambda channel, run_stats: AnswerHook(channel, run_stats, answer),
             sealer=self.service.sealer,
+            run_input=RunInput(caller=caller_of(request.scope)),
         )
         del call  # the run holds the session and the query
         progress = ctx.session if ctx.meta is not None and "progress_token" in ctx.meta else None

@@ -50,10 +50,11 @@ from starlette.types import Receive, Scope, Send
 from ulid import ULID
 
 from sentient_assist.runtime.errors import InputError
-from sentient_assist.runtime.pauses import PauseRefused, Resumption, claim
+from sentient_assist.runtime.pauses import PauseRefused, Resumption, claim, pause_holder
 from sentient_assist.runtime.run import RunOutcome
 from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
 from sentient_assist.server import metrics
+from sentient_assist.server.admission import caller_of
 from sentient_assist.server.event_stream import (
     MEDIA_TYPE,
     EventStream,
@@ -223,7 +224,8 @@ class OpenAIFace(Face):
         """The agent's answer to the chat's last user message: a chat.completion, or its chunks."""
         agent, service = self.agent, self.service
         self._check_model(body.model)
-        query, session, resumed = conversation_of(body, agent.name, service.sealer, service.histories)
+        holder = pause_holder(caller_of(request.scope))
+        query, session, resumed = conversation_of(body, agent.name, service.sealer, service.histories, holder)
         run_input = NO_RUN_INPUT if resumed is None else RunInput(resumed=await self._answer_once(resumed, body))
         completion_id, created = f"chatcmpl-{ULID()}", int(time.time())
         if body.stream:

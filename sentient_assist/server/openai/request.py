@@ -99,11 +99,11 @@ class ChatCompletionRequest(BaseModel):
 
 
 def conversation_of(
-    body: ChatCompletionRequest, agent_name: str, sealer: PauseSealer, budget: HistoryBudget
+    body: ChatCompletionRequest, agent_name: str, sealer: PauseSealer, budget: HistoryBudget, holder: str = ""
 ) -> tuple[Query, Session, Resumption | None]:
     """The query and session an agent answers for this chat; InputError names what cannot
-    be, a pause's token that `sealer` (the service's) does not hold among them (before the agent
-    is started)."""
+    be, a pause's token that `sealer` (the service's) does not hold among them, or not for
+    `holder` (this request's key: `pause_holder`), before the agent is started."""
     if body.n is not None and body.n != 1:
         raise InputError("n", "only one answer (n=1) is made per request")
     messages = body.messages
@@ -154,7 +154,7 @@ def conversation_of(
         # Checked here rather than by the run, so that a refused resume is a 400 naming the
         # message, streamed or not, rather than a stream's error line; the run takes it as found.
         try:
-            return query, session, resumption_of(session, query.prompt, sealer)
+            return query, session, resumption_of(session, query.prompt, sealer, holder=holder)
         except PauseRefused as refused:
             raise InputError(f"messages[{pause_index}].content", str(refused)) from None
     return query, session, None

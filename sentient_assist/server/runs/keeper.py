@@ -28,6 +28,7 @@ from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.channel import Channel
 from sentient_assist.runtime.pauses import PauseSealer
 from sentient_assist.runtime.run import ChannelHook, Run, RunOutcome, RunStats
+from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
 from sentient_assist.runtime.session import Session
 from sentient_assist.server import metrics
 from sentient_assist.server.auth import bearer_token, key_owner
@@ -188,7 +189,18 @@ class DetachedRuns:
                 channel, stats, self.max_events, self.max_bytes, lambda *bound: self._past_bound(kept, *bound)
             )
 
-        kept.run = Run(agent, session, query, watcher=self.streams, stats=stats, make_hook=make_hook, sealer=sealer)
+        # Its pauses are answered under its key alone.
+        run_input = RunInput(caller=kept.owner) if kept.owner else NO_RUN_INPUT
+        kept.run = Run(
+            agent,
+            session,
+            query,
+            watcher=self.streams,
+            stats=stats,
+            make_hook=make_hook,
+            sealer=sealer,
+            run_input=run_input,
+        )
         self.local.add(kept)
         return kept, kept.run
 

@@ -20,6 +20,7 @@ from sentient_assist.protocol.ulid import is_ulid
 from sentient_assist.runtime.errors import StoreUnavailable, UnknownEventId
 from sentient_assist.server.auth import BEARER_SCHEME
 from sentient_assist.server.event_stream import MEDIA_TYPE
+from sentient_assist.server.face import CALLER_RESPONSES
 from sentient_assist.server.runs.buffer import SharedRun
 from sentient_assist.server.runs.keeper import DetachedRuns
 from sentient_assist.server.runs.kept import KeptRun
@@ -52,8 +53,7 @@ def runs_router(assist: Service, runs: DetachedRuns) -> APIRouter:
     async def resume(request: Request, handle: str) -> Response:
         """The run's events after the one `Last-Event-ID` names (all of them without it), then
         the live rest, ending with `done`: the same frames as its POST /assist stream."""
-        authorization = request.headers.get("authorization")
-        assist.keys.check(authorization)
+        authorization = assist.check_caller(request.scope, request.headers)
         after = request.headers.get(LAST_EVENT_ID) or None
         if after is not None and not is_ulid(after.strip()):
             raise HTTPException(400, BAD_CURSOR)
@@ -88,8 +88,7 @@ def runs_router(assist: Service, runs: DetachedRuns) -> APIRouter:
     async def stop(request: Request, handle: str) -> Response:
         """Stop the run: its streams end with an `error` (499, stopped by its client) and `done`.
         204 once stopped here, or ended already; 202 when its replica is told to stop it."""
-        authorization = request.headers.get("authorization")
-        assist.keys.check(authorization)
+        authorization = assist.check_caller(request.scope, request.headers)
         kept, shared = await _find(runs, handle, authorization)
         if kept is not None:
             runs.stop(kept)
@@ -110,7 +109,7 @@ def runs_router(assist: Service, runs: DetachedRuns) -> APIRouter:
         name="assist_resume",
         summary="Resume a run: its events after Last-Event-ID, then the live rest",
         response_class=Response,
-        responses={200: {"content": {MEDIA_TYPE: {}}}, **_RESPONSES},
+        responses={200: {"content": {MEDIA_TYPE: {}}}, **_RESPONSES, **CALLER_RESPONSES},
         dependencies=security,
     )
     router.add_api_route(
@@ -121,7 +120,11 @@ def runs_router(assist: Service, runs: DetachedRuns) -> APIRouter:
         summary="Stop a run",
         status_code=204,
         response_class=Response,
-        responses={202: {"description": "The replica running it is told to stop it."}, **_RESPONSES},
+        responses={
+            202: {"description": "The replica running it is told to stop it."},
+            **_RESPONSES,
+            **CALLER_RESPONSES,
+        },
         dependencies=security,
     )
     return router
