@@ -46,9 +46,9 @@ REDIS_PREFIX = "sentient_assist:a2a:"
 # The earlier tasks of a context that a new task's conversation holds (A2A's conversation is its context).
 MAX_CONTEXT_TASKS = 20
 # What a task costs beside its bytes, counted with them: in this process, the objects that keep
-# it (its entry, its listing, two dictionaries' slots: measured about 700 bytes); in Redis, its
+# it (its entry, its listing, two dictionaries' slots: measured about 780 bytes); in Redis, its
 # hash's and its entries' overhead in the key's index and listing (MEMORY USAGE: about 300).
-MEMORY_ENTRY_BYTES = 768
+MEMORY_ENTRY_BYTES = 1024
 REDIS_ENTRY_BYTES = 384
 # A save past the key's quota that grows its task by no more than this lands all the same.
 QUOTA_SLACK_BYTES = 1024
