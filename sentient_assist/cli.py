@@ -41,6 +41,10 @@ def _serve(args: argparse.Namespace) -> int:
         from sentient_assist.server.faces import check_faces
 
         check_faces(settings.faces, settings)
+        if settings.redis_url is not None:
+            from sentient_assist.server.redis_policy import check_eviction_policy
+
+            check_eviction_policy(settings.redis_url.get_secret_value())
     except (SettingsError, AgentNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

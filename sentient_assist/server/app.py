@@ -22,6 +22,7 @@ from sentient_assist.server.faces import FACE_PATHS, add_face, check_faces
 from sentient_assist.server.head_start import HeadStartMiddleware
 from sentient_assist.server.logs import configure_logging
 from sentient_assist.server.playground import add_playground
+from sentient_assist.server.redis_policy import check_eviction_policy
 from sentient_assist.server.request_id import REQUEST_ID_HEADER
 from sentient_assist.server.routes import docs_router, probes, swagger_ui_router
 from sentient_assist.server.service import Service
@@ -70,6 +71,8 @@ def create_app(
     service = Service(agent, settings)
     served = list(settings.faces if faces is None else faces)
     check_faces(served, settings)
+    if settings.redis_url is not None:  # before anything is kept there: a Redis that may evict it is refused
+        check_eviction_policy(settings.redis_url.get_secret_value())
     app.state.service = service  # its faces' keys and limits: a face of your own is built on it
     app.state.runs = service.runs  # resumable runs (ASSIST_DETACH_GRACE > 0), else None
     app.state.faces = {name: FACE_PATHS[name] for name in served}
@@ -204,6 +207,8 @@ def add_routes(
     }
     chosen = {name: face_path for name, face_path in where.items() if face_path is not None}
     check_faces(list(chosen), settings)
+    if settings.redis_url is not None:
+        check_eviction_policy(settings.redis_url.get_secret_value())
     for name, face_path in chosen.items():
         add_face(app, service, name, face_path, prefix=path, dependencies=dependencies)
     app.include_router(APIRouter(lifespan=_closing(agent)))  # merged into your app's lifespan

@@ -51,7 +51,8 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     422: {"description": "The body is not a valid request; `detail` names each bad field."},
     503: {
         "description": "At ASSIST_MAX_STREAMS, or the open streams' histories at ASSIST_MAX_HISTORY_BYTES_TOTAL,"
-        " or shutting down; see `Retry-After`."
+        " or shutting down, or (resumable runs with Redis) the key at ASSIST_RUNS_MAX_PER_KEY or"
+        " ASSIST_RUNS_MAX_BYTES_PER_KEY; see `Retry-After`."
     },
 }
 
@@ -94,7 +95,8 @@ class AssistFace(Face):
         if runs is not None and await runs.available():
             from sentient_assist.server.runs.stream import ResumableEventStream
 
-            stats = self.run_stats(request)
             authorization = request.headers.get("authorization")
-            return ResumableEventStream(runs, agent, session, body.query, stats, service.sealer, authorization)
+            handle = await runs.reserve(authorization)  # 503 past the key's quota of runs in Redis
+            stats = self.run_stats(request)
+            return ResumableEventStream(runs, agent, session, body.query, stats, service.sealer, authorization, handle)
         return EventStream(self.pending_run(request, session, body.query))

@@ -105,6 +105,30 @@ class Settings(BaseSettings):
         ge=65_536,
         description="Bytes all resumable runs may hold in this process; past it the oldest ended ones are dropped.",
     )
+    runs_max_per_key: int = Field(
+        1000,
+        ge=1,
+        description="With ASSIST_REDIS_URL: resumable runs one key may keep in Redis (running, or kept for replays)"
+        " before a new one gets 503.",
+    )
+    runs_max_bytes_per_key: int = Field(
+        67_108_864,
+        ge=65_536,
+        description="With ASSIST_REDIS_URL: bytes the resumable runs of one key may keep in Redis; past it a new run"
+        " gets 503 and a running one ends with an error naming this.",
+    )
+    a2a_max_tasks_per_key: int = Field(
+        1000,
+        ge=1,
+        description="A2A tasks one key may keep (in Redis, or in this process); past it its oldest finished ones"
+        " are forgotten, and with none left to forget a new task is refused naming this.",
+    )
+    a2a_max_task_bytes_per_key: int = Field(
+        67_108_864,
+        ge=65_536,
+        description="Bytes the A2A tasks of one key may keep, their events included; past it as for"
+        " ASSIST_A2A_MAX_TASKS_PER_KEY.",
+    )
     run_heartbeat_timeout: float = Field(
         5, ge=0.5, description="Seconds without its replica's heartbeat (in Redis) before a run counts as lost."
     )

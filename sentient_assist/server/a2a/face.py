@@ -130,6 +130,7 @@ class A2AFace(JsonRpcFace):
         self.followers: Any = None
         store: TaskStore | VersionedTaskStore
         events: TaskEventStream | None = None
+        max_tasks, max_bytes = settings.a2a_max_tasks_per_key, settings.a2a_max_task_bytes_per_key
         if settings.redis_url is not None:
             import redis.asyncio
 
@@ -139,10 +140,12 @@ class A2AFace(JsonRpcFace):
             url = settings.redis_url.get_secret_value()
             self.redis = redis.asyncio.from_url(url)
             self.followers = readers_client(url)
-            store = RedisTaskStore(self.redis, settings.resume_ttl)
+            store = RedisTaskStore(
+                self.redis, settings.resume_ttl, max_tasks_per_key=max_tasks, max_bytes_per_key=max_bytes
+            )
             events = RedisTaskEventStream(store, self.followers)
         else:
-            store = BoundedTaskStore(settings.resume_ttl)
+            store = BoundedTaskStore(settings.resume_ttl, max_tasks_per_key=max_tasks, max_bytes_per_key=max_bytes)
         self.store = store
         with_keys = bool(service.keys)
         self.executor = AgentRunExecutor(service, store)

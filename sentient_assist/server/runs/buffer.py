@@ -16,6 +16,17 @@ from sentient_assist.server.runs.kept import Item, KeptRun
 from sentient_assist.server.runs.source import FrameSource
 
 
+class QuotaReached(Exception):
+    """A key holds its quota of the shared store: `setting` names it; `retry_after`, the seconds
+    until the first of its runs there expires."""
+
+    def __init__(self, setting: str, limit: int, retry_after: int) -> None:
+        super().__init__(f"{setting} ({limit})")
+        self.setting = setting
+        self.limit = limit
+        self.retry_after = retry_after
+
+
 @dataclass(frozen=True, slots=True)
 class SharedRun:
     """What the store says of a run kept by another replica."""
@@ -41,6 +52,12 @@ class SharedRuns(ABC):
 
     @abstractmethod
     async def close(self) -> None: ...
+
+    @abstractmethod
+    async def reserve(self, handle: str, owner: str) -> None:
+        """A place for a new run of `owner` (a key's owner, "" without keys) under its quota of
+        the store, before its response starts. Raises QuotaReached; a store that does not
+        answer takes no place (the run is then this process's alone)."""
 
     @abstractmethod
     async def created(self, kept: KeptRun) -> bool:

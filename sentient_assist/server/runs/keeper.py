@@ -22,6 +22,8 @@ import secrets
 from collections.abc import Callable
 from typing import cast
 
+from fastapi import HTTPException
+
 from sentient_assist.protocol.events import DoneEvent, ErrorContent, ResponseEvent
 from sentient_assist.protocol.request import Query
 from sentient_assist.runtime.agent import AbstractAgent
@@ -34,7 +36,7 @@ from sentient_assist.server import metrics
 from sentient_assist.server.auth import bearer_token, key_owner
 from sentient_assist.server.limits import StreamGate
 from sentient_assist.server.open_streams import CUT_OFF_AFTER_SECONDS, SHUTDOWN_MESSAGE, OpenStreams
-from sentient_assist.server.runs.buffer import SharedRuns
+from sentient_assist.server.runs.buffer import QuotaReached, SharedRuns
 from sentient_assist.server.runs.kept import Item, KeptRun
 from sentient_assist.server.runs.memory import LocalRuns
 from sentient_assist.server.settings import Settings
@@ -48,6 +50,7 @@ STOPPED_CODE = 499  # nginx's "client closed request": the client ended it
 NOBODY_MESSAGE = "The run was stopped: no client was attached for ASSIST_DETACH_GRACE ({grace:g} s)."
 BOUND_MESSAGE = "The run was ended: it passed {setting} ({limit} {unit} buffered for resuming)."
 BOUND_CODE = 507
+QUOTA_MESSAGE = "this key keeps its quota of resumable runs in Redis ({setting}: {limit}); retry later"
 
 
 def key_digest(handle: str, authorization_token: str) -> str:
@@ -120,6 +123,9 @@ class DetachedRuns:
                 heartbeat_timeout=settings.run_heartbeat_timeout,
                 run_ttl=settings.request_timeout + settings.detach_grace + settings.run_retention + 60,
                 on_stop=self._stop_requested,
+                max_runs_per_key=settings.runs_max_per_key,
+                max_bytes_per_key=settings.runs_max_bytes_per_key,
+                on_past_quota=self._past_quota,
             )
         self._started = False
 
@@ -164,6 +170,22 @@ class DetachedRuns:
             return "on (in this process)"
         return f"on ({self.shared.name})" if self.shared.up else f"off: {self.shared.name} does not answer"
 
+    async def reserve(self, authorization: str | None) -> str:
+        """The handle of a new run, with its place under its key's quota of the shared store
+        taken (if there is one, and it answers): past the quota, 503 naming the setting, with
+        Retry-After when the key's first run there expires; the other keys are served."""
+        handle = secrets.token_urlsafe(HANDLE_BYTES)
+        if self.shared is not None and self.shared.up:
+            try:
+                await self.shared.reserve(handle, key_owner(authorization) if self.keyed else "")
+            except QuotaReached as reached:
+                raise HTTPException(
+                    503,
+                    QUOTA_MESSAGE.format(setting=reached.setting, limit=reached.limit),
+                    {"Retry-After": str(reached.retry_after)},
+                ) from None
+        return handle
+
     def digest_of(self, handle: str, authorization: str | None) -> str:
         return key_digest(handle, bearer_token(authorization) if self.keyed else "")
 
@@ -175,11 +197,11 @@ class DetachedRuns:
         stats: RunStats,
         sealer: PauseSealer | None,
         authorization: str | None,
+        handle: str,
     ) -> tuple[KeptRun, Run[Item]]:
-        """Start the run of `query`, kept under a new handle. The caller (POST's response) is its
-        first reader: it reads the run (`read`) while its client is there, and a pump task
-        (`read_detached`) takes over when it leaves, so the run goes on."""
-        handle = secrets.token_urlsafe(HANDLE_BYTES)
+        """Start the run of `query`, kept under `handle` (`reserve`'s). The caller (POST's
+        response) is its first reader: it reads the run (`read`) while its client is there, and
+        a pump task (`read_detached`) takes over when it leaves, so the run goes on."""
         kept = KeptRun(handle, self.digest_of(handle, authorization), session.processor_id)
         kept.owner = key_owner(authorization) if self.keyed else ""
         kept.readers = 1
@@ -259,6 +281,12 @@ class DetachedRuns:
         message = BOUND_MESSAGE.format(setting=setting, limit=limit, unit=unit)
         details = {"request_id": kept.run.stats.request_id, "limit": setting}
         self._stop(kept, ErrorContent(error_message=message, error_code=BOUND_CODE, details=details))
+
+    def _past_quota(self, handle: str, setting: str, limit: int) -> None:
+        """A run of this replica took its key past its quota of the shared store: it ends."""
+        kept = self.local.get(handle)
+        if kept is not None:
+            self._past_bound(kept, setting, limit, "bytes")
 
     # Readers coming and going.
 

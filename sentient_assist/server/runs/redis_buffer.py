@@ -10,6 +10,13 @@ Per run (the braces keep a run's keys in one Redis Cluster slot):
     assist:run:{H}:meta      a Hash: key (a digest of the key that started it), owner, source, state
     assist:run:{H}:attached  set (with an expiry) by a reader on another replica, while it reads
 
+per key (its owner O, a digest of the key; "" without keys), its quota, in keys with no expiry
+(no volatile-* eviction drops them, docs/deploying.md#redis), pruned of the runs expired since
+at each new run:
+
+    assist:owner:{O}:runs    a sorted set: its runs' handles, each scored by when its keys expire
+    assist:owner:{O}:bytes   a hash: each run's bytes written, and their total (the field "")
+
 and per replica: `assist:replica:{R}:alive` (its heartbeat, with an expiry of
 ASSIST_RUN_HEARTBEAT_TIMEOUT) and `assist:replica:{R}:stops` (handles to stop, from a DELETE
 that reached another replica). Every key expires: a run's after the retention once it is
@@ -32,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sentient_assist.runtime.errors import StoreUnavailable, UnknownEventId
-from sentient_assist.server.runs.buffer import SharedRun, SharedRuns
+from sentient_assist.server.runs.buffer import QuotaReached, SharedRun, SharedRuns
 from sentient_assist.server.runs.closing import LOST_MESSAGE, STORE_LOST_MESSAGE, closing_frames, ulid_ms
 from sentient_assist.server.runs.kept import Item, KeptRun
 
@@ -64,6 +71,38 @@ FIND_COUNT = 64
 _LAST_SEQ = "18446744073709551615"
 
 RUNNING, DONE, BROKEN = "running", "done", "broken"  # BROKEN: frames were lost on the way to Redis
+# What an entry costs Redis beside its ids and frames (MEMORY USAGE of a run's stream), counted
+# with them under ASSIST_RUNS_MAX_BYTES_PER_KEY; and a run's hash and its places in the quota's keys.
+ENTRY_BYTES = 64
+RUN_BYTES = 512
+COUNT_SETTING, BYTES_SETTING = "ASSIST_RUNS_MAX_PER_KEY", "ASSIST_RUNS_MAX_BYTES_PER_KEY"
+
+# A new run of a key: its runs expired since are pruned, then it takes a place unless the key
+# holds ASSIST_RUNS_MAX_PER_KEY runs or ASSIST_RUNS_MAX_BYTES_PER_KEY bytes. KEYS: the key's runs,
+# its bytes. ARGV: the handle, now (ms), when its keys expire at the latest, the two quotas, the
+# bytes of a run. Returns {1}, or {-1 or -2 (count, bytes), ms until its first run expires}.
+_RESERVE = """
+local now = tonumber(ARGV[2])
+for _, handle in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now)) do
+  redis.call('HINCRBY', KEYS[2], '', -tonumber(redis.call('HGET', KEYS[2], handle) or '0'))
+  redis.call('HDEL', KEYS[2], handle)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local refused = 0
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[4]) then
+  refused = -1
+elseif tonumber(redis.call('HGET', KEYS[2], '') or '0') + tonumber(ARGV[6]) > tonumber(ARGV[5]) then
+  refused = -2
+end
+if refused < 0 then
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return {refused, first[2] and (tonumber(first[2]) - now) or 1000}
+end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[6])
+redis.call('HINCRBY', KEYS[2], '', ARGV[6])
+return {1}
+"""
 
 
 def split_frames(joined: bytes) -> list[bytes]:
@@ -74,6 +113,15 @@ def split_frames(joined: bytes) -> list[bytes]:
 
 def _key(handle: str, part: str) -> str:
     return f"assist:run:{{{handle}}}:{part}"
+
+
+def _seconds(ms: Any) -> int:
+    """Whole seconds for a Retry-After, at least one."""
+    return max(1, -(-int(ms) // 1000))
+
+
+def _owner_key(owner: str, part: str) -> str:
+    return f"assist:owner:{{{owner}}}:{part}"
 
 
 class RedisRuns(SharedRuns):
@@ -88,6 +136,9 @@ class RedisRuns(SharedRuns):
         heartbeat_timeout: float,
         run_ttl: float,
         on_stop: Callable[[str], None],
+        max_runs_per_key: int,
+        max_bytes_per_key: int,
+        on_past_quota: Callable[[str, str, int], None],
     ) -> None:
         self.redis: Any = readers_client(url)
         self.replica = secrets.token_hex(8)
@@ -97,6 +148,11 @@ class RedisRuns(SharedRuns):
         self.heartbeat_ms = max(1, int(heartbeat_timeout * 1000))
         self.heartbeat_every = heartbeat_timeout / 4
         self._on_stop = on_stop
+        self.max_runs_per_key = max_runs_per_key
+        self.max_bytes_per_key = max_bytes_per_key
+        self._on_past_quota = on_past_quota  # (handle, setting, limit): a running run that took its key past
+        self._reserve = self.redis.register_script(_RESERVE)
+        self._reserved: set[str] = set()  # the handles of this replica's runs that took a place
         self._pending: dict[KeptRun, list[Item]] = {}
         self._ended: list[KeptRun] = []
         self._written: dict[str, int] = {}  # entries written per running run: the index in the next entry id
@@ -178,9 +234,28 @@ class RedisRuns(SharedRuns):
             await asyncio.sleep(self.heartbeat_every)
             await self._beat()
 
+    async def reserve(self, handle: str, owner: str) -> None:
+        now = int(time.time() * 1000)
+        try:
+            reply = await self._reserve(
+                keys=[_owner_key(owner, "runs"), _owner_key(owner, "bytes")],
+                args=[handle, now, now + self.run_ttl_ms, self.max_runs_per_key, self.max_bytes_per_key, RUN_BYTES],
+            )
+        except (RedisError, OSError) as exc:
+            self._set_up(False, type(exc).__name__)
+            return
+        refused = int(reply[0])
+        if refused == -1:
+            raise QuotaReached(COUNT_SETTING, self.max_runs_per_key, _seconds(reply[1]))
+        if refused == -2:
+            raise QuotaReached(BYTES_SETTING, self.max_bytes_per_key, _seconds(reply[1]))
+        self._reserved.add(handle)
+
     async def created(self, kept: KeptRun) -> bool:
         """Its hash written now, before its response starts: a resume anywhere finds the run as
         soon as its client can know the handle."""
+        if kept.handle not in self._reserved:
+            return False  # it took no place under its key's quota (Redis did not answer then)
         meta = _key(kept.handle, "meta")
         mapping = {"key": kept.key_digest, "owner": self.replica, "source": kept.source, "state": RUNNING}
         try:
@@ -189,6 +264,7 @@ class RedisRuns(SharedRuns):
             pipe.pexpire(meta, self.run_ttl_ms)
             await pipe.execute()
         except (RedisError, OSError) as exc:
+            self._reserved.discard(kept.handle)
             self._set_up(False, type(exc).__name__)
             return False
         self._written[kept.handle] = 0
@@ -240,6 +316,7 @@ class RedisRuns(SharedRuns):
         written = self._written
         pipe = self.redis.pipeline(transaction=False)
         owners: list[str] = []  # the run of each command, for the one a command fails for
+        totals: dict[int, KeptRun] = {}  # the command whose reply is a key's bytes after a run's write
 
         def add(handle: str, command: Callable[..., Any], *args: Any, **options: Any) -> None:
             command(*args, **options)
@@ -261,16 +338,29 @@ class RedisRuns(SharedRuns):
             if index == 0:
                 add(kept.handle, pipe.pexpire, events, self.run_ttl_ms)
             written[kept.handle] = index + len(items)
+            # Its share of its key's quota; a run that takes the key past it is ended (its end is written).
+            size = len(fields["i"]) + len(fields["f"]) + ENTRY_BYTES
+            sizes = _owner_key(kept.owner, "bytes")
+            add(kept.handle, pipe.hincrby, sizes, kept.handle, size)
+            totals[len(owners)] = kept
+            add(kept.handle, pipe.hincrby, sizes, "", size)
         for kept in ended:
+            self._reserved.discard(kept.handle)
             if written.pop(kept.handle, None) is None:
                 continue
             meta, events = _key(kept.handle, "meta"), _key(kept.handle, "events")
             add(kept.handle, pipe.hset, meta, "state", DONE)
             add(kept.handle, pipe.pexpire, meta, self.retention_ms)
             add(kept.handle, pipe.pexpire, events, self.retention_ms)
+            expires = int(time.time() * 1000) + self.retention_ms
+            add(kept.handle, pipe.zadd, _owner_key(kept.owner, "runs"), {kept.handle: expires}, xx=True)
         if not owners:
             return
         results = await pipe.execute(raise_on_error=False)
+        for at, kept in totals.items():
+            total = results[at]
+            if isinstance(total, int) and total > self.max_bytes_per_key and not kept.ended:
+                self._on_past_quota(kept.handle, BYTES_SETTING, self.max_bytes_per_key)
         failed = {handle for handle, result in zip(owners, results, strict=True) if isinstance(result, Exception)}
         for handle in failed:
             # Refused by Redis (its memory full, say, or the run ended as lost by another replica):

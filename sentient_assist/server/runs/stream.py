@@ -89,12 +89,13 @@ class ResumableEventStream(Response):
         stats: RunStats,
         sealer: PauseSealer | None,
         authorization: str | None,
+        handle: str,
     ) -> None:
         super().__init__()  # Response's own start (status 200, no body); the headers are the stream's
         self.raw_headers = list(SSE_HEADERS)
         self._runs = runs
         self._start: Callable[[], tuple[KeptRun, Run[Item]]] | None = lambda: runs.begin(
-            agent, session, query, stats, sealer, authorization
+            agent, session, query, stats, sealer, authorization, handle
         )
         self.stats = stats
 
