@@ -17,7 +17,8 @@ ProcessorError                  base of them all (as in sentient-agent-framework
 ├── NoRouteError                no routing rule matched and there is no default agent
 ├── ToolError                   a tool failed with a message meant to be shown
 ├── UnknownEventId              a resume's Last-Event-ID that its run never sent
-└── StoreUnavailable            the store the replicas share (Redis) does not answer
+├── StoreUnavailable            the store the replicas share (Redis) does not answer
+└── QuotaReached                a key holds its quota of the store the replicas share
 """
 
 from sentient_assist.runtime.errors import (
@@ -30,6 +31,7 @@ from sentient_assist.runtime.errors import (
     NoRouteError,
     PauseRefused,
     ProcessorError,
+    QuotaReached,
     RemoteAgentError,
     ResponseStreamClosedError,
     SettingsError,
@@ -50,6 +52,7 @@ __all__ = [
     "NoRouteError",
     "PauseRefused",
     "ProcessorError",
+    "QuotaReached",
     "RemoteAgentError",
     "ResponseStreamClosedError",
     "SettingsError",

@@ -118,3 +118,14 @@ class UnknownEventId(ProcessorError):
 
 class StoreUnavailable(ProcessorError):
     """The store shared by the replicas does not answer: a resume cannot be served (503)."""
+
+
+class QuotaReached(ProcessorError):
+    """A key holds its quota of the store shared by the replicas (503): `setting` names the
+    quota; `retry_after`, the seconds until the first of its entries there expires."""
+
+    def __init__(self, setting: str, limit: int, retry_after: int) -> None:
+        super().__init__(f"{setting} ({limit})")
+        self.setting = setting
+        self.limit = limit
+        self.retry_after = retry_after

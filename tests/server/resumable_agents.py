@@ -1,6 +1,7 @@
 """A deterministic agent for the tests of resumable runs: the prompt `count:N:MS` streams the
 tokens `t0 `, `t1 `, ... `t{N-1} ` one every MS milliseconds, under a PLAN block, then completes.
-`big:N:BYTES` sends N text blocks of BYTES characters (for the buffer's bounds)."""
+`big:N:BYTES[:MS]` sends N text blocks of BYTES characters, one every MS milliseconds (for the
+buffer's bounds)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ class CountingAgent(AbstractAgent):
         kind, _, rest = query.prompt.partition(":")
         first, _, second = rest.partition(":")
         if kind == "big":
+            size, _, pace = second.partition(":")
             for index in range(int(first)):
-                await response_handler.emit_text_block("BLOCK", str(index % 10) * int(second))
+                if pace:
+                    await asyncio.sleep(float(pace) / 1000)
+                await response_handler.emit_text_block("BLOCK", str(index % 10) * int(size))
             await response_handler.complete()
             return
         count, pause = int(first or 0), float(second or 0) / 1000

@@ -67,14 +67,15 @@ async def test_list_tasks_reads_the_page_asked_for_not_every_task_of_the_key(
     redis_server: RunningRedis,  # noqa: F811
 ) -> None:
     redis_server.command("FLUSHALL")
-    url = serve({**AGENT, "ASSIST_MAX_BODY_BYTES": "131072", "ASSIST_REDIS_URL": redis_server.url}).url
+    env = {**AGENT, "ASSIST_API_KEYS": KEY, "ASSIST_MAX_BODY_BYTES": "131072", "ASSIST_REDIS_URL": redis_server.url}
+    url = serve(env).url
     count = 30
     for index in range(count):
-        assert await send(url, "", f"echo-history:{index}:" + "x" * PROMPT_BYTES) == TaskState.TASK_STATE_COMPLETED
+        assert await send(url, KEY, f"echo-history:{index}:" + "x" * PROMPT_BYTES) == TaskState.TASK_STATE_COMPLETED
     (task_key, *_) = redis_server.command("KEYS", "sentient_assist:a2a:task:*").split()
     task_bytes = int(redis_server.command("HSTRLEN", task_key, "d"))
     assert task_bytes > 2 * PROMPT_BYTES  # its message and its answer
-    async with a2a_client(url, streaming=False) as client:
+    async with a2a_client(url, key=KEY, streaming=False) as client:
         sent_before = int(redis_server.info("stats")["total_net_output_bytes"])
         page = await client.list_tasks(ListTasksRequest(page_size=1))
         read = int(redis_server.info("stats")["total_net_output_bytes"]) - sent_before

@@ -33,19 +33,20 @@ def a_task(index: int) -> Task:
 async def test_what_the_in_memory_store_counts_is_the_memory_it_holds() -> None:
     store = BoundedTaskStore(3600, max_tasks_per_key=10_000, max_bytes_per_key=1 << 30)
     context = ServerCallContext(user=KeyUser(""))
+    tasks = [a_task(index) for index in range(TASKS)]
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        for index in range(TASKS):
-            await store.save(a_task(index), context)
+        for task in tasks:
+            await store.save(task, context)
         gc.collect()
         held = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
-    protobuf_bytes = sum(a_task(index).ByteSize() for index in range(TASKS))
+    protobuf_bytes = sum(task.ByteSize() for task in tasks)
     # What it counts covers what it holds, and is not far above it: no factor of thirty unseen.
     assert protobuf_bytes < held <= store.bytes <= 2 * held, (protobuf_bytes, held, store.bytes)
     # And what it holds is read back whole; a page is parsed alone.
     page = await store.list(ListTasksRequest(page_size=1), context)
-    assert page.total_size == TASKS and page.tasks[0] == a_task(int(page.tasks[0].id.split("-")[1]))
+    assert page.total_size == TASKS and page.tasks[0] == tasks[int(page.tasks[0].id.split("-")[1])]

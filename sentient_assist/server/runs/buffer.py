@@ -16,17 +16,6 @@ from sentient_assist.server.runs.kept import Item, KeptRun
 from sentient_assist.server.runs.source import FrameSource
 
 
-class QuotaReached(Exception):
-    """A key holds its quota of the shared store: `setting` names it; `retry_after`, the seconds
-    until the first of its runs there expires."""
-
-    def __init__(self, setting: str, limit: int, retry_after: int) -> None:
-        super().__init__(f"{setting} ({limit})")
-        self.setting = setting
-        self.limit = limit
-        self.retry_after = retry_after
-
-
 @dataclass(frozen=True, slots=True)
 class SharedRun:
     """What the store says of a run kept by another replica."""

@@ -28,6 +28,7 @@ from sentient_assist.protocol.events import DoneEvent, ErrorContent, ResponseEve
 from sentient_assist.protocol.request import Query
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.channel import Channel
+from sentient_assist.runtime.errors import QuotaReached
 from sentient_assist.runtime.pauses import PauseSealer
 from sentient_assist.runtime.run import ChannelHook, Run, RunOutcome, RunStats
 from sentient_assist.runtime.run_input import NO_RUN_INPUT, RunInput
@@ -36,7 +37,7 @@ from sentient_assist.server import metrics
 from sentient_assist.server.auth import bearer_token, key_owner
 from sentient_assist.server.limits import StreamGate
 from sentient_assist.server.open_streams import CUT_OFF_AFTER_SECONDS, SHUTDOWN_MESSAGE, OpenStreams
-from sentient_assist.server.runs.buffer import QuotaReached, SharedRuns
+from sentient_assist.server.runs.buffer import SharedRuns
 from sentient_assist.server.runs.kept import Item, KeptRun
 from sentient_assist.server.runs.memory import LocalRuns
 from sentient_assist.server.settings import Settings

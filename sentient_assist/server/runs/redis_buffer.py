@@ -38,8 +38,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from sentient_assist.runtime.errors import StoreUnavailable, UnknownEventId
-from sentient_assist.server.runs.buffer import QuotaReached, SharedRun, SharedRuns
+from sentient_assist.runtime.errors import QuotaReached, StoreUnavailable, UnknownEventId
+from sentient_assist.server.runs.buffer import SharedRun, SharedRuns
 from sentient_assist.server.runs.closing import LOST_MESSAGE, STORE_LOST_MESSAGE, closing_frames, ulid_ms
 from sentient_assist.server.runs.kept import Item, KeptRun
 
