@@ -109,6 +109,7 @@ SUBMODULES = {
         "NoRouteError",
         "PauseRefused",
         "ProcessorError",
+        "QuotaReached",
         "RemoteAgentError",
         "ResponseStreamClosedError",
         "SettingsError",
