@@ -9,6 +9,8 @@ The prompt picks the load:
     stream:N   N text chunks of CHUNK, as fast as the server takes them, then
                the stream's closing chunk and done: N + 2 events
     wait:S     sleep S seconds, then one text block and done: 2 events
+    hold:S     one text block at once, then the same as wait:S: a stream held open once its
+               request has been taken (bench/face_inputs.py)
 """
 
 from __future__ import annotations
@@ -44,7 +46,9 @@ class BenchAgent(AbstractAgent):
             for _ in range(int(arg)):
                 await stream.emit_chunk(CHUNK)
             await stream.complete()
-        elif kind == "wait":
+        elif kind in ("wait", "hold"):
+            if kind == "hold":
+                await response_handler.emit_text_block(EVENT_NAME, "holding")
             await asyncio.sleep(float(arg))
             await response_handler.emit_text_block(EVENT_NAME, wait_answer(arg))
         else:
