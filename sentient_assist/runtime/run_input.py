@@ -6,12 +6,11 @@ variable or given to a copy of the agent.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING
-
-from sentient_assist.protocol.events import dumps_json
 
 if TYPE_CHECKING:
     from sentient_assist.runtime.pauses import Resumption
@@ -24,7 +23,15 @@ class OfferedTool:
 
     name: str
     description: str
-    parameters: Mapping[str, object]  # its JSON Schema, as the client gave it
+    parameters_json: str = "{}"
+    """Its JSON Schema, as the client gave it, kept as compact JSON text: a client's schema held
+    as Python objects takes about twenty times its size for the whole run."""
+
+    @property
+    def parameters(self) -> Mapping[str, object]:
+        """Its JSON Schema, decoded (a new copy at each read)."""
+        decoded = json.loads(self.parameters_json)
+        return decoded if isinstance(decoded, dict) else {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,16 +70,29 @@ class RunInput:
     """The client's answers to calls of its tools, by call id: what the resumed run's calls came to."""
     context: tuple[ContextItem, ...] = ()
     """What the application tells the agent (AG-UI's `context`)."""
-    state: object = None
-    """The application's state (AG-UI's `state`, any JSON); None: none given."""
-    forwarded_props: object = None
-    """What the client passed through for the agent (AG-UI's `forwardedProps`, any JSON)."""
+    state_json: str = ""
+    """The application's state (AG-UI's `state`) as compact JSON text; "": none given. Kept as
+    text for the run, as the histories are: `[{},{},...]` from a 1 MB request takes 1 MB so,
+    and about 24 MB as Python objects."""
+    forwarded_props_json: str = ""
+    """What the client passed through for the agent (AG-UI's `forwardedProps`), as compact JSON
+    text; "": none."""
     thread: str | None = None
     """The conversation the run belongs to, as the client names it (AG-UI's `threadId`, A2A's
     `contextId`): a pause the run makes is answered in this thread only."""
     caller: str = ""
     """Whose run it is: a digest of the client's key ("" without keys). A pause the run makes is
     answered with this key only."""
+
+    @property
+    def state(self) -> object:
+        """The application's state, decoded (a new copy at each read); None: none given."""
+        return json.loads(self.state_json) if self.state_json else None
+
+    @property
+    def forwarded_props(self) -> object:
+        """What the client passed through for the agent, decoded (a new copy at each read)."""
+        return json.loads(self.forwarded_props_json) if self.forwarded_props_json else None
 
     def told(self) -> str:
         """The context and the state, as a model reads them (an LLMAgent adds it to its instructions);
@@ -81,8 +101,8 @@ class RunInput:
         if self.context:
             lines = "\n".join(f"- {item.description}: {item.value}" for item in self.context)
             said.append(f"Context from the application:\n{lines}")
-        if self.state not in (None, {}, []):
-            said.append(f"The application's state (JSON): {dumps_json(self.state)}")
+        if self.state_json not in ("", "null", "{}", "[]"):
+            said.append(f"The application's state (JSON): {self.state_json}")
         return "\n\n".join(said)
 
 

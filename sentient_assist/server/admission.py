@@ -185,6 +185,8 @@ class AdmittedRoute(KeyedRoute):
                 if raw:
                     try:
                         vars(request)["_json"] = json_of(raw)
+                    except RecursionError:  # FastAPI's answer would name nothing
+                        raise InputError("body", "nested too deep to be read") from None
                     except Exception:
                         pass
             return await handler(request)

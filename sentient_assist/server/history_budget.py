@@ -28,9 +28,10 @@ class HistoryBudget:
         self.held = 0
         self._lock = threading.Lock()
 
-    def hold(self, history: History) -> None:
-        """Count `history` until it is freed, or raise the 503 (413) that says why not."""
-        size = history.nbytes
+    def hold(self, history: History, beside: int = 0) -> None:
+        """Count `history` until it is freed, or raise the 503 (413) that says why not; `beside`:
+        the bytes of what the request's run holds as long beside it (AG-UI's state, say)."""
+        size = history.nbytes + beside
         if size > self.limit:
             raise HTTPException(
                 413, f"the request's history takes {size} bytes, more than {HISTORY_SETTING} ({self.limit} bytes)"

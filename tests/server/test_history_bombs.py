@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import json
 import random
-import socket
 
 import httpx
 import pytest
 from ulid import ULID
 
 from sentient_assist.server.admission import json_of
+from tests.support.held_stream import HeldStream, rss_mb
 from tests.support.server import RunningServer, Servers
 from tests.support.sse import events_of
 from tests.support.waiting import wait_until
@@ -74,55 +74,6 @@ def session_of(response: httpx.Response) -> dict:
     """What the scripted agent's `session` behaviour saw, from its SESSION event."""
     (session,) = [event.json["content"] for event in events_of(response.text) if event.event == "SESSION"]
     return session
-
-
-def rss_mb(server: RunningServer) -> float:
-    with open(f"/proc/{server.process.pid}/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
-
-
-class HeldStream:
-    """A POST /assist on its own connection, read up to its first event, then held open."""
-
-    def __init__(self, server: RunningServer, body: bytes, path: str = "/assist") -> None:
-        port = int(server.url.rsplit(":", 1)[1])
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
-        head = (
-            f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n"
-        )
-        self.sock.sendall(head.encode() + body)
-        self.received = b""
-        while b"\r\n\r\n" not in self.received:
-            self.received += self._read()
-        self.status = int(self.received.split(b" ", 2)[1])
-
-    def _read(self) -> bytes:
-        data = self.sock.recv(65536)
-        if not data:
-            raise ConnectionError(f"closed early: {self.received[:300]!r}")
-        return data
-
-    def first_event(self) -> None:
-        """Until the agent's first event has arrived: the history was taken, the agent runs."""
-        while b"data:" not in self.received:
-            self.received += self._read()
-
-    def answer(self) -> bytes:
-        """The rest of a refusal (it is sized): the JSON body."""
-        head, _, rest = self.received.partition(b"\r\n\r\n")
-        length = int(
-            next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")).split(b":")[1]
-        )
-        while len(rest) < length:
-            rest += self._read()
-        return rest[:length]
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,7 @@ from sentient_assist.server.agui.tools import offered_tools
 from sentient_assist.server.assist import RESPONSES as ASSIST_RESPONSES
 from sentient_assist.server.event_stream import MEDIA_TYPE, EventStream
 from sentient_assist.server.face import Face
+from sentient_assist.server.json_shape import compact_json
 
 AGUI_PATH = "/agui"
 
@@ -86,13 +87,21 @@ class AguiFace(Face):
     async def run(self, request: Request, body: RunAgentInput) -> EventStream:
         """The agent's run for this input, streamed as AG-UI events."""
         # Echoed in RUN_STARTED and RUN_FINISHED: names, not texts.
-        for param, value in (("threadId", body.thread_id), ("runId", body.run_id)):
+        thread_id, run_id = body.thread_id, body.run_id
+        for param, value in (("threadId", thread_id), ("runId", run_id)):
             if len(value) > MAX_NAME_LENGTH:
                 raise InputError(param, f"at most {MAX_NAME_LENGTH} characters")
         sealer = self.service.sealer
-        holder = pause_holder(caller_of(request.scope), body.thread_id)
-        conversation = conversation_of(body, self.agent.name, sealer, self.service.histories, holder)
+        holder = pause_holder(caller_of(request.scope), thread_id)
+        # The rest of the input, as compact as the history, and counted with it.
         tools = offered_tools(self.agent, body)
+        context = tuple(ContextItem(item.description, item.value) for item in body.context or ())
+        state = "" if body.state is None else compact_json(body.state, "state")
+        forwarded = "" if body.forwarded_props is None else compact_json(body.forwarded_props, "forwardedProps")
+        beside = len(state) + len(forwarded) + sum(len(item.description) + len(item.value) for item in context)
+        beside += sum(len(tool.name) + len(tool.description) + len(tool.parameters_json) for tool in tools)
+        conversation = conversation_of(body, self.agent.name, sealer, self.service.histories, holder, beside)
+        del body  # what the run needs of it is taken
         resumed = conversation.resumed
         if resumed is not None:
             # Claimed before the stream starts: a second answer to one pause is a 409, not a run.
@@ -104,14 +113,14 @@ class AguiFace(Face):
             resumed=resumed,
             offered_tools=tools,
             tool_answers=conversation.answers,
-            context=tuple(ContextItem(item.description, item.value) for item in body.context or ()),
-            state=body.state,
-            forwarded_props=body.forwarded_props,
-            thread=body.thread_id,
+            context=context,
+            state_json=state,
+            forwarded_props_json=forwarded,
+            thread=thread_id,
         )
         writer = AguiWriter(
-            body.thread_id,
-            body.run_id,
+            thread_id,
+            run_id,
             self.agent.name,
             client_tools=frozenset(tool.name for tool in tools),
             answered_calls=frozenset(conversation.answers),

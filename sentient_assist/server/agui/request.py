@@ -57,11 +57,17 @@ class AguiConversation:
 
 
 def conversation_of(
-    body: RunAgentInput, agent_name: str, sealer: PauseSealer, budget: HistoryBudget, holder: str = ""
+    body: RunAgentInput,
+    agent_name: str,
+    sealer: PauseSealer,
+    budget: HistoryBudget,
+    holder: str = "",
+    beside: int = 0,
 ) -> AguiConversation:
     """The query and session an agent answers for this input; InputError naming what cannot be,
     a pause's token that `sealer` does not hold among them, or not for `holder` (this request's
-    key and thread: `pause_holder`), before the agent runs."""
+    key and thread: `pause_holder`), before the agent runs. The history is counted in `budget`
+    with `beside`, the bytes the run holds of the rest of the input (its state, context, tools)."""
     messages = body.messages
     if len(messages) > MAX_MESSAGES:
         raise InputError("messages", f"at most {MAX_MESSAGES} messages are read")
@@ -106,7 +112,7 @@ def conversation_of(
     if pause is not None:
         records[-1][2] = list(pause)
     history = chat_history(records, agent_name)
-    budget.hold(history)  # in the service's ASSIST_MAX_HISTORY_BYTES_TOTAL (503 past it)
+    budget.hold(history, beside)  # in the service's ASSIST_MAX_HISTORY_BYTES_TOTAL (503 past it)
     session_object = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID())
     session_object.__dict__["interactions"] = history
     session = Session(session_object)

@@ -14,6 +14,7 @@ from sentient_assist.llm.output import OUTPUT_TOOL
 from sentient_assist.runtime.agent import AbstractAgent
 from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.run_input import OfferedTool
+from sentient_assist.server.json_shape import compact_json
 
 MAX_TOOLS = 128  # a model takes about as many (OpenAI's API: 128)
 
@@ -37,5 +38,6 @@ def offered_tools(agent: AbstractAgent, body: RunAgentInput) -> tuple[OfferedToo
         if tool.parameters is not None and not isinstance(tool.parameters, dict):
             raise InputError(f"tools[{index}].parameters", "a tool's parameters are a JSON Schema object")
         names.add(tool.name)
-        tools.append(OfferedTool(tool.name, tool.description or tool.name, tool.parameters or {}))
+        parameters = compact_json(tool.parameters or {}, f"tools[{index}].parameters")
+        tools.append(OfferedTool(tool.name, tool.description or tool.name, parameters))
     return tuple(tools)

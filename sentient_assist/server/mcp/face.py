@@ -60,6 +60,7 @@ from sentient_assist.server.mcp.tool import (
     ToolAnswer,
     ToolCall,
     agent_tool,
+    check_call_shape,
     merged,
     progress_message,
     refusal,
@@ -143,7 +144,9 @@ class MCPFace(JsonRpcFace):
 
     async def endpoint(self, request: Request) -> Response:
         """A JSON-RPC message of MCP, answered by the SDK (docs/mcp.md, "The agent as an MCP server")."""
-        return MCPExchange(self, await request.body())
+        body = await request.body()
+        check_call_shape(body)  # what the SDK would hold for the call, bounded before it parses
+        return MCPExchange(self, body)
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None

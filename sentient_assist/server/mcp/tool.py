@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
+import orjson
 from ulid import ULID
 
 from sentient_assist.protocol import conventions as names
@@ -53,6 +54,7 @@ from sentient_assist.runtime.pauses import MAX_TOKEN_CHARS, PauseKind
 from sentient_assist.runtime.run import ChannelHook, RunStats
 from sentient_assist.runtime.session import Session
 from sentient_assist.server.chat_turns import chat_history
+from sentient_assist.server.json_shape import check_value_shape
 
 # What a result keeps in memory, in characters: its text and its documents' JSON. Past it the
 # run is ended, and the result is an error.
@@ -153,6 +155,40 @@ def agent_tool(agent: AbstractAgent) -> types.Tool:
         input_schema=INPUT_SCHEMA,
         output_schema=OUTPUT_SCHEMA,
     )
+
+
+ARGUMENTS = ("prompt", "history", "resume_token")
+TURN_FIELDS = ("prompt", "answer")
+
+
+def check_call_shape(raw: bytes) -> None:
+    """InputError naming where, before the SDK parses a message, for what the SDK would hold as
+    Python objects for the whole of a call (about twenty times its JSON): an argument of
+    tools/call that is not the tool's, a field of a history turn that is not a turn's, a
+    history longer than the tool reads; and, but for the arguments' own strings, more JSON
+    values than server/json_shape.py allows (in `params`, its `_meta`, anywhere)."""
+    try:
+        message = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return  # the SDK answers for that
+    rest = message
+    params = message.get("params") if isinstance(message, dict) and message.get("method") == "tools/call" else None
+    arguments = params.get("arguments") if isinstance(params, dict) else None
+    if isinstance(params, dict) and isinstance(arguments, dict):
+        for name in arguments:
+            if name not in ARGUMENTS:
+                raise InputError(f"arguments.{name}", "not an argument of this tool: " + ", ".join(ARGUMENTS))
+        history = arguments.get("history")
+        if isinstance(history, list):
+            if len(history) > MAX_INTERACTIONS:
+                raise InputError("history", f"at most {MAX_INTERACTIONS} turns")
+            for index, turn in enumerate(history):
+                for name in turn if isinstance(turn, dict) else ():
+                    if name not in TURN_FIELDS:
+                        raise InputError(f"history[{index}].{name}", "a turn is {prompt, answer}")
+        # The arguments are read compactly (ToolCall); their values are checked there.
+        rest = {**message, "params": {**params, "arguments": {}}}
+    check_value_shape(rest)
 
 
 class ToolCall:
