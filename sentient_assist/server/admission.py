@@ -100,7 +100,7 @@ def run_stats_for(request: Request, agent_name: str) -> RunStats:
     state = request.scope.setdefault("state", {})
     state[STATE_AGENT] = agent_name
     state[STATE_STATS] = stats
-    _forget_body(request)
+    forget_body(request)
     return stats
 
 
@@ -217,9 +217,11 @@ class AdmittedRoute(KeyedRoute):
                 if refused.status_code != CLIENT_CLOSED_REQUEST:  # else nobody is there to answer
                     await self._refuse(refused, scope, receive, send)
                 return
+            replayed = Replayed(whole, body)
+            del whole  # the replay lets go of it once read: an SDK's call may last minutes
             # anyio's scope, not asyncio's: the SDKs answer from anyio task groups.
             with anyio.move_on_after(service.streams.time_limit + WRITE_GRACE_SECONDS) as bounded:
-                await super(KeyedRoute, self).handle(scope, Replayed(whole, body), send)
+                await super(KeyedRoute, self).handle(scope, replayed, send)
             if bounded.cancelled_caught:
                 abort_connection(scope)
                 logger.warning(
@@ -256,9 +258,9 @@ class Replayed:
         return await self._receive()
 
 
-def _forget_body(request: Request) -> None:
-    # The request object lives as long as the stream; the bytes and the JSON it cached on the
-    # way to the body's model are not needed again.
+def forget_body(request: Request) -> None:
+    """Drop the bytes and the JSON `request` cached on the way to the body's model: the request
+    object lives as long as the stream, and they are not needed again."""
     vars(request).pop("_json", None)
     vars(request).pop("_body", None)
 

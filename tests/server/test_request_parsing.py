@@ -100,6 +100,8 @@ async def test_assist_answers_every_body_as_a_fastapi_route_would(body, content_
     ours, fastapi = answers
     if content_type in NOT_JSON:  # refused before FastAPI reads it, saying how to send it
         assert ours == (415, NOT_JSON_DETAIL)
+    elif body.startswith(b"[" * 2_000):  # FastAPI's answer names nothing; ours names the body
+        assert fastapi[0] == 400 and ours == (400, "body: nested too deep to be read")
     else:
         assert ours == fastapi
 

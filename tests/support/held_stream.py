@@ -17,13 +17,16 @@ def rss_mb(server: RunningServer) -> float:
 
 
 class HeldStream:
-    """A POST /assist on its own connection, read up to its first event, then held open."""
+    """A POST (/assist, or `path`) on its own connection, read up to its first event, then held open."""
 
-    def __init__(self, server: RunningServer, body: bytes, path: str = "/assist") -> None:
+    def __init__(
+        self, server: RunningServer, body: bytes, path: str = "/assist", headers: dict[str, str] | None = None
+    ) -> None:
         port = int(server.url.rsplit(":", 1)[1])
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+        more = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
         head = (
-            f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+            f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n{more}"
             f"Content-Length: {len(body)}\r\n\r\n"
         )
         self.sock.sendall(head.encode() + body)

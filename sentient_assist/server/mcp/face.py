@@ -49,7 +49,7 @@ from sentient_assist.runtime.errors import InputError
 from sentient_assist.runtime.run import Run, RunOutcome
 from sentient_assist.runtime.run_input import RunInput
 from sentient_assist.server import metrics
-from sentient_assist.server.admission import WRITE_GRACE_SECONDS, Replayed, caller_of
+from sentient_assist.server.admission import WRITE_GRACE_SECONDS, Replayed, caller_of, forget_body
 from sentient_assist.server.auth import bearer_token
 from sentient_assist.server.event_stream import survive_cut_off
 from sentient_assist.server.jsonrpc import JsonRpcFace, jsonrpc_refusal
@@ -146,6 +146,7 @@ class MCPFace(JsonRpcFace):
         """A JSON-RPC message of MCP, answered by the SDK (docs/mcp.md, "The agent as an MCP server")."""
         body = await request.body()
         check_call_shape(body)  # what the SDK would hold for the call, bounded before it parses
+        forget_body(request)  # the exchange holds it, till the SDK has read it
         return MCPExchange(self, body)
 
     async def list_tools(
@@ -171,12 +172,13 @@ class MCPFace(JsonRpcFace):
         try:
             call = ToolCall(params.arguments, agent.name)
             self.service.histories.hold(call.history)  # ASSIST_MAX_HISTORY_BYTES_TOTAL, as /assist's
+            _let_go(params.arguments)
         except InputError as bad:
             return refusal(bad.message, bad.status)
         except HTTPException as refused:
             return refusal(str(refused.detail), refused.status_code)
         stats = self.run_stats(request)
-        answer = ToolAnswer(self.tool.name, call.prompts)
+        answer = ToolAnswer(self.tool.name, call)
         run: Run[Note | None] = Run(
             agent,
             call.session,
@@ -262,6 +264,7 @@ class MCPExchange(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         face, body = self._face, self._body
+        self._body = b""  # the replay below lets go of it once the SDK has read it: a call may last minutes
         unfit = _transport_refusal(Headers(scope=scope))
         if unfit is not None:  # the SDK's own answer would be plain text, not JSON-RPC
             await unfit(scope, receive, send)
@@ -273,7 +276,9 @@ class MCPExchange(Response):
             return
         if face.service.keys and CANCELLED in body:
             face.cancel_calls(Headers(scope=scope).get("authorization", ""), body)
-        await manager.handle_request(scope, Replayed(body, receive), send)
+        replayed = Replayed(body, receive)
+        del body
+        await manager.handle_request(scope, replayed, send)
 
 
 def _transport_refusal(headers: Headers) -> Response | None:
@@ -285,3 +290,14 @@ def _transport_refusal(headers: Headers) -> Response | None:
     if "*/*" not in accept and not ("application/json" in accept and "text/event-stream" in accept):
         return jsonrpc_refusal(406, "Accept must name both application/json and text/event-stream (MCP over HTTP)")
     return None
+
+
+def _let_go(arguments: dict[str, Any] | None) -> None:
+    """Empty a call's arguments once read: the SDK holds its parsed message (the history's list
+    shared by its raw and its validated form) until the call's answer is sent, and as Python
+    objects 10,000 short turns take about 6 MB where the run keeps them in 1."""
+    if arguments:
+        history = arguments.get("history")
+        if isinstance(history, list):
+            history.clear()
+        arguments.clear()

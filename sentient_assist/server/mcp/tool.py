@@ -192,10 +192,10 @@ def check_call_shape(raw: bytes) -> None:
 
 
 class ToolCall:
-    """A call's arguments, read: the agent's query and session, and the conversation's prompts
-    (those of its history, then the query's), which a pause of this run is bound to."""
+    """A call's arguments, read: the agent's query and session, and the compact history, whose
+    prompts, then the query's, a pause of this run is bound to."""
 
-    __slots__ = ("query", "session", "history", "prompts")
+    __slots__ = ("query", "session", "history")
 
     def __init__(self, arguments: Mapping[str, object] | None, agent_name: str) -> None:
         arguments = arguments or {}
@@ -212,7 +212,6 @@ class ToolCall:
             records.append(([prompts[-1]], [], (kind, sealed)))
         else:
             records = [([asked], [answer], None) for asked, answer in _history(arguments.get("history"))]
-        self.prompts = [record[0][0] for record in records] + [prompt]
         # Kept compact, as the other faces' histories are (the service counts what it holds).
         self.history = chat_history(records, agent_name)
         session_object = SessionObject(processor_id=agent_name, activity_id=ULID(), request_id=ULID())
@@ -281,9 +280,11 @@ class ToolAnswer:
     gives the progress note each makes, or None. Past MAX_KEPT_CHARS nothing more is kept: that
     is an error, and `too_long` tells its reader to end the run."""
 
-    def __init__(self, tool: str, prompts: list[str]) -> None:
+    def __init__(self, tool: str, call: ToolCall) -> None:
         self.tool = tool
-        self.prompts = prompts  # the conversation's, for the resume token of a pause
+        # The conversation's prompts, for the resume token of a pause: read off the compact
+        # history when one comes (a list of 10,000 short strings held would take several MB).
+        self._history, self._prompt = call.history, call.query.prompt
         self._answer: list[str] = []  # FINAL_RESPONSE text
         self._held: list[str] = []  # other text: the answer if no FINAL_RESPONSE comes
         self._held_from: object = None
@@ -364,7 +365,7 @@ class ToolAnswer:
             lines.append("The agent is waiting for your answer.")
         token = content.get("token")
         if isinstance(token, str) and _SEALED.fullmatch(token):
-            pause["resume_token"] = resume = pack_resume_token(kind, token, self.prompts)
+            pause["resume_token"] = resume = pack_resume_token(kind, token, [*self._history.prompts(), self._prompt])
             lines.append(
                 f"To answer, call {self.tool} again with the answer as `prompt` and this `resume_token`:\n{resume}"
             )
