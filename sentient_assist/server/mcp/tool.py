@@ -98,6 +98,7 @@ INPUT_SCHEMA: JSONObject = {
                     "answer": {"type": "string", "description": "What the agent answered."},
                 },
                 "required": ["prompt"],
+                "additionalProperties": False,
             },
         },
         "resume_token": {
@@ -107,6 +108,7 @@ INPUT_SCHEMA: JSONObject = {
         },
     },
     "required": ["prompt"],
+    "additionalProperties": False,  # refused before the SDK parses them (`check_call_shape`)
 }
 OUTPUT_SCHEMA: JSONObject = {
     "type": "object",
