@@ -45,6 +45,10 @@ def _serve(args: argparse.Namespace) -> int:
             from sentient_assist.server.redis_policy import check_eviction_policy
 
             check_eviction_policy(settings.redis_url.get_secret_value())
+        from sentient_assist.server.tracing import check_tracing_installed, tracing_configured
+
+        if tracing_configured():
+            check_tracing_installed()
     except (SettingsError, AgentNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -47,9 +47,16 @@ def can_evict_keys_without_expiry(policy: str) -> bool:
 
 def check_eviction_policy(url: str) -> str | None:
     """SettingsError, one line naming the policy and the fix, when the Redis at `url` may evict
-    keys with no expiry; its policy when it is fine; None when Redis does not answer now."""
-    from redis import Redis
-    from redis.exceptions import RedisError
+    keys with no expiry, or when the redis package is missing; its policy when it is fine; None
+    when Redis does not answer now."""
+    try:
+        from redis import Redis
+        from redis.exceptions import RedisError
+    except ImportError:
+        raise SettingsError(
+            "ASSIST_REDIS_URL is set, and what the replicas share in Redis (answered pauses, resumable runs,"
+            " A2A tasks) needs the redis package: pip install 'sentient-assist[redis]'"
+        ) from None
 
     client = Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT_SECONDS, socket_timeout=CONNECT_TIMEOUT_SECONDS)
     try:

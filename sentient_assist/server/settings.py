@@ -77,7 +77,6 @@ class Settings(BaseSettings):
     shutdown_grace: float = Field(30, ge=0, description="Seconds in-flight streams get on shutdown.")
     resume_secret: SecretStr | None = Field(
         None,
-        min_length=16,
         description="Signs the tokens of paused runs (ASK_USER, INTERRUPT); empty: a random one per process.",
     )
     resume_ttl: float = Field(86_400, gt=0, description="Seconds a paused run can be resumed.")
@@ -174,6 +173,31 @@ class Settings(BaseSettings):
     def _lowercase(cls, value: object) -> object:
         return value.lower() if isinstance(value, str) else value
 
+    @field_validator("resume_secret")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        secret = "" if value is None else value.get_secret_value()
+        if secret and len(secret) < 16:
+            raise ValueError(
+                "at least 16 characters; a random one: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+            )
+        return value if secret else None  # empty: a random one per process
+
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, value: SecretStr | None) -> SecretStr | None:
+        url = "" if value is None else value.get_secret_value()
+        if url and not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("a Redis URL starts with redis://, rediss:// or unix://, such as redis://localhost:6379/0")
+        return value if url else None  # empty: nothing shared
+
+    @field_validator("model_base_url")
+    @classmethod
+    def _http_scheme(cls, value: str | None) -> str | None:
+        if value and not value.startswith(("http://", "https://")):
+            raise ValueError("an http:// or https:// URL, such as http://localhost:8001/v1")
+        return value
+
 
 def load_settings(**overrides: object) -> Settings:
     """Settings from the environment, `.env` and `overrides`; a bad value names its variable."""
@@ -184,7 +208,8 @@ def load_settings(**overrides: object) -> Settings:
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else "?"
             shown = "(hidden)" if field in _SECRET_FIELDS else repr(error.get("input"))
-            problems.append(f"{env_name(field)}={shown}: {error['msg']}")
+            reason = error["msg"].removeprefix("Value error, ")
+            problems.append(f"{env_name(field)}={shown}: {reason}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(problems)) from None
 
 

@@ -34,6 +34,27 @@ def tracing_configured() -> bool:
     return any(os.environ.get(name, "").strip() for name in _ENDPOINTS)
 
 
+def check_tracing_installed(*, exporter: bool = True) -> None:
+    """SettingsError, one line naming the extra, when tracing is asked for (`exporter`: by the
+    environment's OTLP endpoint) and OpenTelemetry, or its SDK and OTLP exporter, is missing:
+    `assist serve` says so before it starts."""
+    try:
+        import sentient_assist.runtime.tracing  # noqa: F401
+    except ImportError as exc:
+        raise SettingsError(
+            f"tracing needs OpenTelemetry ({exc.name or 'opentelemetry'} is missing): {INSTALL_HINT}"
+        ) from None
+    if exporter:
+        try:
+            import opentelemetry.exporter.otlp.proto.http.trace_exporter
+            import opentelemetry.sdk.trace  # noqa: F401
+        except ImportError as exc:
+            raise SettingsError(
+                f"OTEL_EXPORTER_OTLP_ENDPOINT is set, but the OpenTelemetry SDK or its OTLP exporter "
+                f"is not installed ({exc.name or 'opentelemetry'} is missing): {INSTALL_HINT}"
+            ) from None
+
+
 def tracing_for(tracer_provider: Any = None) -> Tracing | None:
     """The app's Tracing: of `tracer_provider` if given; else, when the environment sets an OTLP
     endpoint, of a TracerProvider the SDK builds from OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES and
@@ -41,22 +62,14 @@ def tracing_for(tracer_provider: Any = None) -> Tracing | None:
     OTEL_BSP_*: a receiver that is down or slow drops spans, never slows a stream). Else None."""
     if tracer_provider is None and not tracing_configured():
         return None
-    try:
-        from sentient_assist.runtime.tracing import Tracing
-    except ImportError as exc:
-        raise SettingsError(
-            f"tracing needs OpenTelemetry ({exc.name or 'opentelemetry'} is missing): {INSTALL_HINT}"
-        ) from None
+    check_tracing_installed(exporter=tracer_provider is None)
+    from sentient_assist.runtime.tracing import Tracing
+
     if tracer_provider is None:
-        try:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        except ImportError as exc:
-            raise SettingsError(
-                f"OTEL_EXPORTER_OTLP_ENDPOINT is set, but the OpenTelemetry SDK or its OTLP exporter "
-                f"is not installed ({exc.name or 'opentelemetry'} is missing): {INSTALL_HINT}"
-            ) from None
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
         provider = TracerProvider()  # its resource and sampler from the OTEL_* environment
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         return Tracing(provider, owned=True)
