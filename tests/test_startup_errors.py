@@ -72,7 +72,7 @@ def test_a_start_up_error_is_one_line_naming_the_variable(tmp_path, env, missing
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) <= 2, result.stderr
 
 
-@pytest.mark.parametrize("variable", ["ASSIST_REDIS_URL", "ASSIST_RESUME_SECRET", "MODEL_BASE_URL"])
+@pytest.mark.parametrize("variable", ["ASSIST_REDIS_URL", "MODEL_BASE_URL"])
 def test_an_empty_value_is_the_default(variable):
     from sentient_assist.server.settings import load_settings
 

@@ -176,12 +176,14 @@ class Settings(BaseSettings):
     @field_validator("resume_secret")
     @classmethod
     def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
-        secret = "" if value is None else value.get_secret_value()
-        if secret and len(secret) < 16:
+        # Set but empty is refused too: compose gives every replica an empty one when the shell
+        # has none, and replicas each making their own would fail each other's resumes.
+        if value is not None and len(value.get_secret_value()) < 16:
             raise ValueError(
-                "at least 16 characters; a random one: python -c 'import secrets; print(secrets.token_urlsafe(32))'"
+                "at least 16 characters, the same on every replica; a random one:"
+                " python -c 'import secrets; print(secrets.token_urlsafe(32))'"
             )
-        return value if secret else None  # empty: a random one per process
+        return value
 
     @field_validator("redis_url")
     @classmethod
