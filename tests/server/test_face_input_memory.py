@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.held_stream import HeldStream, rss_mb
+from tests.support.held_stream import HeldStream, rss_mb_per_held_stream
 from tests.support.request import post
 from tests.support.server import ALL_FACES, RunningServer, Servers
 from tests.support.sse import events_of
@@ -91,18 +91,7 @@ def test_ten_agui_streams_with_a_1_mb_state_or_props_hold_under_4_mb_each(server
     assert wait_until(lambda: server.metric("assist_streams_open") == 0, 10)
     bodies = [dumps(make()) for make in list(BULKY.values()) * 4][:10]
     assert all(MAX_BODY - 8192 < len(body) <= MAX_BODY for body in bodies)
-    before = rss_mb(server)
-    streams: list[HeldStream] = []
-    try:
-        for body in bodies:
-            stream = HeldStream(server, body, path="/agui")
-            streams.append(stream)
-            assert stream.status == 200
-            stream.first_event()
-        per_stream = (rss_mb(server) - before) / len(streams)
-    finally:
-        for stream in streams:
-            stream.close()
+    per_stream = rss_mb_per_held_stream(server, bodies, path="/agui")
     assert per_stream < 4, f"{per_stream:.1f} MB per open stream"
 
 
@@ -176,18 +165,8 @@ def test_ten_mcp_calls_with_a_1_mb_history_each_hold_under_5_mb_each(server):
     warm = post(server, "/mcp", body.replace(b"silent:30", b"fast:1"), headers=MCP_HEADERS)
     assert warm.status_code == 200 and "isError" in warm.text, warm.text[:300]
     assert wait_until(lambda: server.metric("assist_streams_open") == 0, 10)
-    before = rss_mb(server)
-    streams: list[HeldStream] = []
-    try:
-        for _ in range(10):
-            stream = HeldStream(server, body, path="/mcp", headers={"Accept": MCP_HEADERS["Accept"]})
-            streams.append(stream)
-            assert stream.status == 200
-            stream.first_event()  # the progress note of the agent's first event
-        per_stream = (rss_mb(server) - before) / len(streams)
-    finally:
-        for stream in streams:
-            stream.close()
+    # Each held to its first event: the progress note of the agent's first event.
+    per_stream = rss_mb_per_held_stream(server, [body] * 10, path="/mcp", headers={"Accept": MCP_HEADERS["Accept"]})
     # About 8 MB before; of the 4 now, 2 are the SDK's own two copies of the body.
     assert per_stream < 5, f"{per_stream:.1f} MB per open call"
 

@@ -24,7 +24,7 @@ import pytest
 from ulid import ULID
 
 from sentient_assist.server.admission import json_of
-from tests.support.held_stream import HeldStream, rss_mb
+from tests.support.held_stream import HeldStream, rss_mb_per_held_stream
 from tests.support.server import RunningServer, Servers
 from tests.support.sse import events_of
 from tests.support.waiting import wait_until
@@ -124,18 +124,7 @@ def test_a_last_turn_of_18000_answers_is_answered(server):
 def test_ten_open_streams_with_a_1_mb_history_each_hold_under_4_mb_each(server):
     warm_up(server)
     assert wait_until(lambda: server.metric("assist_streams_open") == 0, 10)  # every earlier stream let go
-    before = rss_mb(server)
-    streams: list[HeldStream] = []
-    try:
-        for _ in range(10):
-            stream = HeldStream(server, bomb("silent:30"))
-            streams.append(stream)
-            assert stream.status == 200
-            stream.first_event()
-        per_stream = (rss_mb(server) - before) / len(streams)
-    finally:
-        for stream in streams:
-            stream.close()
+    per_stream = rss_mb_per_held_stream(server, [bomb("silent:30") for _ in range(10)])
     assert per_stream < 4, f"{per_stream:.1f} MB per open stream"
 
 

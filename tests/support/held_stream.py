@@ -58,3 +58,22 @@ class HeldStream:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def rss_mb_per_held_stream(
+    server: RunningServer, bodies: list[bytes], path: str = "/assist", headers: dict[str, str] | None = None
+) -> float:
+    """What the server's RSS grows by per stream while a stream of each body is held open, every
+    one read up to its first event (its input taken, its agent running); then all are closed."""
+    before = rss_mb(server)
+    streams: list[HeldStream] = []
+    try:
+        for body in bodies:
+            stream = HeldStream(server, body, path=path, headers=headers)
+            streams.append(stream)
+            assert stream.status == 200, stream.received[:300]
+            stream.first_event()
+        return (rss_mb(server) - before) / len(streams)
+    finally:
+        for stream in streams:
+            stream.close()
