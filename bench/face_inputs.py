@@ -26,16 +26,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.servers import HOST, Server, worktree
+from bench.servers import HOST, Server, beside_baseline
 
 MAX_BODY = 1_048_576
 ROOM = MAX_BODY - 2048  # what the bulk of a body may take
@@ -209,32 +206,15 @@ async def measure(server: Server, args: argparse.Namespace) -> dict:
 
 
 async def main_async(args: argparse.Namespace) -> dict:
-    log_dir = Path(tempfile.mkdtemp(prefix="bench-face-inputs-"))
-    command = [sys.executable, "-m", "app", "serve", "--host", HOST]
     env = {
         "ASSIST_AGENT": "bench.agent:BenchAgent",
         "ASSIST_LOG_LEVEL": "warning",
         "ASSIST_FACES": "assist,agui,mcp",
         "ASSIST_MAX_HISTORY_BYTES_TOTAL": str(1 << 30),  # the streams' memory, not the budget, is measured
     }
-    servers = [Server("ours", "this tree", command, env, log_dir / "ours.log")]
-    builds: dict[str, dict[str, list]] = {}
-    with contextlib.ExitStack() as stack:
-        stack.callback(shutil.rmtree, log_dir, ignore_errors=True)
-        if args.baseline:
-            tree = stack.enter_context(worktree(args.baseline, log_dir / "baseline"))
-            baseline_env = {**env, "PYTHONPATH": str(tree)}
-            servers.append(Server("baseline", args.baseline, command, baseline_env, log_dir / "baseline.log", cwd=tree))
-        for server in servers:
-            server.start()
-            stack.callback(server.stop)
-        for server in servers:
-            await server.wait_ready()
-        for rep in range(args.repeats):
-            for server in servers[rep % len(servers) :] + servers[: rep % len(servers)]:
-                for load, figures in (await measure(server, args)).items():
-                    builds.setdefault(server.label, {}).setdefault(load, []).append(figures)
-    return {label: builds.get(label, {}) for label in (server.label for server in servers)}
+    return await beside_baseline(
+        env, args.baseline, args.repeats, lambda server: measure(server, args), prefix="bench-face-inputs-"
+    )
 
 
 def cell(load: str, runs: list[dict]) -> str:

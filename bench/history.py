@@ -37,17 +37,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from bench import client
-from bench.servers import HOST, Server, worktree
+from bench.servers import HOST, Server, beside_baseline
 
 MAX_BODY = 1_048_576
 CHAT_ID = "01JDQ4Z8M7T3V5X9A2B4C6D8EF"
@@ -346,27 +343,11 @@ async def measure_loads(server: Server, args: argparse.Namespace) -> dict:
 async def main_async(args: argparse.Namespace) -> dict:
     """{"builds": {label: {load: [figures of each repeat]}}, "held": ...}: this tree's server, and
     the baseline's beside it with `--baseline`."""
-    log_dir = Path(tempfile.mkdtemp(prefix="bench-history-"))
-    command = [sys.executable, "-m", "app", "serve", "--host", HOST]
     env = {"ASSIST_AGENT": "bench.agent:BenchAgent", "ASSIST_LOG_LEVEL": "warning"}
-    servers = [Server("ours", "this tree", command, env, log_dir / "ours.log")]
-    builds: dict[str, dict[str, list]] = {}
-    with contextlib.ExitStack() as stack:
-        stack.callback(shutil.rmtree, log_dir, ignore_errors=True)
-        if args.baseline:
-            tree = stack.enter_context(worktree(args.baseline, log_dir / "baseline"))
-            baseline_env = {**env, "PYTHONPATH": str(tree)}
-            servers.append(Server("baseline", args.baseline, command, baseline_env, log_dir / "baseline.log", cwd=tree))
-        for server in servers:
-            server.start()
-            stack.callback(server.stop)  # before the worktree is removed: callbacks run last in, first out
-        for server in servers:
-            await server.wait_ready()
-        for rep in range(args.repeats):
-            for server in servers[rep % len(servers) :] + servers[: rep % len(servers)]:
-                for load, figures in (await measure_loads(server, args)).items():
-                    builds.setdefault(server.label, {}).setdefault(load, []).append(figures)
-    results: dict = {"builds": {server.label: builds.get(server.label, {}) for server in servers}}
+    builds = await beside_baseline(
+        env, args.baseline, args.repeats, lambda server: measure_loads(server, args), prefix="bench-history-"
+    )
+    results: dict = {"builds": builds}
     if "held" in args.loads:
         results["held"] = held_per_turn()
     return results

@@ -13,14 +13,17 @@ uvloop and httptools.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,6 +103,40 @@ def worktree(rev: str, path: Path) -> Iterator[Path]:
         yield path
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT, check=False)
+
+
+async def beside_baseline(
+    env: dict[str, str],
+    baseline: str | None,
+    repeats: int,
+    measure: Callable[[Server], Awaitable[dict]],
+    prefix: str = "bench-",
+) -> dict[str, dict[str, list]]:
+    """`python -m app serve` of this tree with `env` ("this tree"), and of `baseline` beside it
+    when given (a temporary worktree, the same interpreter), both started before either is
+    measured; `repeats` rounds of `measure(server)`, each round starting with the next server:
+    {label: {load: [the figures of each round]}}. Every server is stopped, and the worktree
+    removed, on failure too."""
+    log_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    command = [sys.executable, "-m", "app", "serve", "--host", HOST]
+    servers = [Server("ours", "this tree", command, env, log_dir / "ours.log")]
+    builds: dict[str, dict[str, list]] = {}
+    with contextlib.ExitStack() as stack:
+        stack.callback(shutil.rmtree, log_dir, ignore_errors=True)
+        if baseline:
+            tree = stack.enter_context(worktree(baseline, log_dir / "baseline"))
+            baseline_env = {**env, "PYTHONPATH": str(tree)}
+            servers.append(Server("baseline", baseline, command, baseline_env, log_dir / "baseline.log", cwd=tree))
+        for server in servers:
+            server.start()
+            stack.callback(server.stop)  # before the worktree is removed: callbacks run last in, first out
+        for server in servers:
+            await server.wait_ready()
+        for rep in range(repeats):
+            for server in servers[rep % len(servers) :] + servers[: rep % len(servers)]:
+                for load, figures in (await measure(server)).items():
+                    builds.setdefault(server.label, {}).setdefault(load, []).append(figures)
+    return {server.label: builds.get(server.label, {}) for server in servers}
 
 
 @dataclass
