@@ -17,6 +17,7 @@ AG-UI is silent.
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 from typing import Any
 
@@ -98,8 +99,11 @@ class AguiFace(Face):
         context = tuple(ContextItem(item.description, item.value) for item in body.context or ())
         state = "" if body.state is None else compact_json(body.state, "state")
         forwarded = "" if body.forwarded_props is None else compact_json(body.forwarded_props, "forwardedProps")
-        beside = len(state) + len(forwarded) + sum(len(item.description) + len(item.value) for item in context)
-        beside += sum(len(tool.name) + len(tool.description) + len(tool.parameters_json) for tool in tools)
+        # What the strings take in memory (sys.getsizeof), not their length: text past Latin-1
+        # takes 2 or 4 bytes a character.
+        texts = [state, forwarded, *(t for item in context for t in (item.description, item.value))]
+        texts += [t for tool in tools for t in (tool.name, tool.description, tool.parameters_json)]
+        beside = sum(map(sys.getsizeof, texts))
         conversation = conversation_of(body, self.agent.name, sealer, self.service.histories, holder, beside)
         del body  # what the run needs of it is taken
         resumed = conversation.resumed
